@@ -1,0 +1,1 @@
+"""Extra mitmproxy addons (installed as chatkit_trace.addons)."""

@@ -1,0 +1,1 @@
+"""analyze (see ARCHITECTURE.md)."""

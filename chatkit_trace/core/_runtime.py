@@ -1,0 +1,1237 @@
+"""``ChatCore``: chatkit's Core for one session, sans-IO (SPEC R1.3, R3, R8-R10, R13).
+
+Facts come in through the twelve ingress members of SPEC R3.1 and return a
+:class:`FactResult`; UI commands (send, abort, regenerate, edit, history,
+resume) return a :class:`CommandResult` and queue *requests* for whoever
+drives the Core (:meth:`ChatCore.take_requests`), who reports back with
+:meth:`~ChatCore.dispatch_settled` and :meth:`~ChatCore.abort_settled`.
+The Core itself never does I/O, never reads the clock unless no time is
+given (``at=``), and never guesses: a terminal state comes only from a
+terminal fact or from history (R3.4).
+
+Admission decides in this order (SPEC R3.6a, docs/decisions.md):
+
+1. runtime disposed                                   -> ``runtime-disposed``
+2. the fact names another session                     -> ``wrong-session``
+3. an emitter fact without event id                   -> ``missing-event-id``
+4. unknown run                                        -> ``run-not-found``
+5. run already terminal                               -> ``terminal-sealed``
+6. event id already admitted for this run             -> ``duplicate-event``
+7. source sequence lower than the run's last one      -> ``source-sequence-regressed``
+8. output (message, delta, work item) after the stop
+   was acknowledged                                   -> ``output-sealed``
+9. the fact's own checks: ``invalid-message``, ``missing-work-item-id``,
+   ``active-work``, ``invalid-transition``
+10. nothing would change                              -> ``no-change``
+11. accepted: state changes, a new snapshot is published.
+
+TypeScript names: ``ChatCore`` is ``ChatCoreRuntime``; ``emit_message`` is
+``ingress.emitMessage`` and so on; ``take_requests`` stands for the calls the
+TS runtime makes on its ``ChatRuntimeAdapter``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import _state as S
+from ._errors import HistoryFormatError, InvalidMessageError
+from ._facts import (
+    ACCEPTED,
+    CompletedFact,
+    DeltaFact,
+    FactRejectReason as R,
+    FactResult,
+    FailedFact,
+    InterruptedFact,
+    MessageFact,
+    PhaseFact,
+    WorkItemFact,
+    rejected,
+    to_run_error,
+)
+from ._model import (
+    HistoryResult,
+    ReasoningPart,
+    RuntimeMessage,
+    TextPart,
+    ToolCallPart,
+    WorkItem,
+    get_tool_call_status,
+    history_from_json,
+    message_from_json,
+    work_item_from_json,
+)
+from ._pvec import PVec
+from ._snapshot import AbortView, HistoryView, RunView, Snapshot
+from ._validate import check_history, check_message
+from ._values import ABSENT, FrozenDict, freeze
+
+__all__ = [
+    "ChatCore",
+    "CommandResult",
+    "DispatchRequest",
+    "AbortRequest",
+    "ResumeRequest",
+    "RuntimeEvent",
+    "Capabilities",
+    "CAPABILITY_NAMES",
+]
+
+CAPABILITY_NAMES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
+Capabilities = frozenset[str]
+
+_REJ_DISPOSED = rejected(R.RUNTIME_DISPOSED)
+_REJ_SESSION = rejected(R.WRONG_SESSION)
+_REJ_NO_EVENT = rejected(R.MISSING_EVENT_ID)
+_REJ_NOT_FOUND = rejected(R.RUN_NOT_FOUND)
+_REJ_SEALED = rejected(R.TERMINAL_SEALED)
+_REJ_DUP = rejected(R.DUPLICATE_EVENT)
+_REJ_SEQ = rejected(R.SOURCE_SEQUENCE_REGRESSED)
+_REJ_OUTPUT = rejected(R.OUTPUT_SEALED)
+_REJ_NO_CHANGE = rejected(R.NO_CHANGE)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a UI command did: ``ok``, or not with one sentence saying why.
+
+    A rejected history batch has ``reason='invalid-message'`` and the rule.
+    """
+
+    ok: bool
+    error: str | None = None
+    reason: str | None = None
+    rule: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+_DONE = CommandResult(True)
+
+
+def _refuse(error: str, reason: str | None = None, rule: str | None = None) -> CommandResult:
+    return CommandResult(False, error, reason, rule)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRequest:
+    """Call the adapter's run / regenerate / edit (``via``) for ``run_id``."""
+
+    run_id: str
+    via: str
+    input: Any
+    messages: tuple[RuntimeMessage, ...]
+    target_run_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortRequest:
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRequest:
+    run_id: str
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeEvent:
+    """chatkit's runtime events (``run_settled``, ``tool_call_settled``);
+    ``attributes`` carry the run's annotations (R3.3)."""
+
+    type: str
+    run_id: str
+    attributes: FrozenDict
+    payload: FrozenDict
+
+
+class _Run:
+    """Mutable bookkeeping behind one published :class:`RunView`."""
+
+    __slots__ = ("view", "seen", "last_seq", "sealed", "output_sealed", "attributes", "message_ids", "project")
+
+    def __init__(self, view: RunView, project: tuple[RuntimeMessage, ...] = ()) -> None:
+        self.view = view
+        self.seen: set[str] = set()
+        self.last_seq: float | None = None
+        self.sealed = view.terminal
+        self.output_sealed = False
+        self.attributes: dict[str, Any] = {}
+        self.message_ids: set[str] = set()
+        self.project = project
+
+
+_FLAT = (str, int, float, bool, type(None))
+
+
+class ChatCore:
+    """chatkit's Core for one session: admission, run state machine, snapshots.
+
+    :param session_id: the session this runtime serves (facts naming another
+        one are ``wrong-session``, R10.1).
+    :param capabilities: names of the adapter's capability functions
+        (``run`` is implied), e.g. ``{"abort", "history", "resume"}``.
+    :param on_invalid_message: receives every :class:`InvalidMessageError`
+        (R3.7); the default keeps them in :attr:`invalid_messages`.
+    :param clock: milliseconds "now" for commands and facts given no ``at``.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        capabilities: Iterable[str] = ("run",),
+        on_invalid_message: Callable[[InvalidMessageError], None] | None = None,
+        on_event: Callable[[RuntimeEvent], None] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.capabilities: frozenset[str] = frozenset(capabilities) | {"run"}
+        self.invalid_messages: list[InvalidMessageError] = []
+        self._on_invalid = on_invalid_message
+        self._on_event = on_event
+        self._clock = clock or (lambda: time.time() * 1000.0)
+        self._messages: PVec[RuntimeMessage] = PVec()
+        self._index: dict[str, int] = {}
+        self._runs: dict[str, _Run] = {}
+        self._run_views: tuple[RunView, ...] | None = ()
+        self._queue: list[str] = []
+        self._requests: list[DispatchRequest | AbortRequest | ResumeRequest] = []
+        self._session_info = None
+        self._history = HistoryView()
+        self._disposed = False
+        self._version = 0
+        self._snapshot: Snapshot | None = None
+        self._listeners: list[Callable[[Snapshot], None]] = []
+        self._removed: dict[str, tuple[PVec[RuntimeMessage], dict[str, _Run]]] = {}
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current snapshot (immutable; later facts publish new ones)."""
+        snap = self._snapshot
+        if snap is None:
+            views = self._run_views
+            if views is None:
+                views = self._run_views = tuple(r.view for r in self._runs.values())
+            snap = self._snapshot = Snapshot(
+                self.session_id,
+                self._version,
+                self._messages,
+                views,
+                self._session_info,
+                self._history,
+                self._disposed,
+            )
+        return snap
+
+    @property
+    def disposed(self) -> bool:
+        return self._disposed
+
+    def subscribe(self, listener: Callable[[Snapshot], None]) -> Callable[[], None]:
+        """Call ``listener`` with every new snapshot; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def run_view(self, run_id: str) -> RunView | None:
+        run = self._runs.get(run_id)
+        return run.view if run is not None else None
+
+    def run_attributes(self, run_id: str) -> dict[str, Any]:
+        run = self._runs.get(run_id)
+        return dict(run.attributes) if run is not None else {}
+
+    def take_requests(self) -> list[DispatchRequest | AbortRequest | ResumeRequest]:
+        """The adapter calls the Core wants made, oldest first (and forget them)."""
+        out, self._requests = self._requests, []
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _now(self, at: float | None) -> float:
+        return self._clock() if at is None else at
+
+    def _publish(self) -> None:
+        self._version += 1
+        self._snapshot = None
+        if self._listeners:
+            snap = self.snapshot
+            for listener in tuple(self._listeners):
+                listener(snap)
+
+    def _set_view(self, run: _Run, view: RunView) -> None:
+        run.view = view
+        self._run_views = None
+
+    def _invalid(self, err: InvalidMessageError) -> None:
+        self.invalid_messages.append(err)
+        if self._on_invalid is not None:
+            self._on_invalid(err)
+
+    def _emit_event(self, type_: str, run: _Run, **payload: Any) -> None:
+        if self._on_event is not None:
+            self._on_event(
+                RuntimeEvent(type_, run.view.id, FrozenDict(run.attributes), FrozenDict(freeze(payload)))
+            )
+
+    def _gate(self, session_id: str | None, run_id: str, event_id: str | None) -> _Run | FactResult:
+        """Steps 1-7 of admission, shared by every emitter."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        if not event_id or not isinstance(event_id, str):
+            return _REJ_NO_EVENT
+        run = self._runs.get(run_id)
+        if run is None:
+            return _REJ_NOT_FOUND
+        if run.sealed:
+            return _REJ_SEALED
+        if event_id in run.seen:
+            return _REJ_DUP
+        return run
+
+    def _sequence_ok(self, run: _Run, seq: Any) -> bool:
+        if seq is None:
+            return True
+        last = run.last_seq
+        return last is None or not seq < last
+
+    def _admitted(self, run: _Run, event_id: str, seq: Any) -> None:
+        run.seen.add(event_id)
+        if seq is not None:
+            run.last_seq = seq
+
+    def _put_message(self, msg: RuntimeMessage) -> None:
+        pos = self._index.get(msg.id)
+        if pos is None:
+            self._index[msg.id] = len(self._messages)
+            self._messages = self._messages.append(msg)
+        else:
+            self._messages = self._messages.set(pos, msg)
+
+    def _rebuild_index(self) -> None:
+        self._index = {m.id: i for i, m in enumerate(self._messages)}
+
+    def _new_run(self, view: RunView, project: tuple[RuntimeMessage, ...] = ()) -> _Run:
+        run = _Run(view, project)
+        self._runs[view.id] = run
+        self._run_views = None
+        return run
+
+    def _running_run(self) -> _Run | None:
+        for run in self._runs.values():
+            if run.view.status == S.RUNNING:
+                return run
+        return None
+
+    # ------------------------------------------------------------------ ingress: emitters
+
+    def emit_message(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        message: RuntimeMessage | Mapping[str, Any],
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """Create or replace a whole message (R2.4 ``message``)."""
+        run = self._gate(session_id, run_id, event_id)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if not self._sequence_ok(run, source_sequence):
+            return _REJ_SEQ
+        if run.output_sealed:
+            return _REJ_OUTPUT
+        if not isinstance(message, RuntimeMessage):
+            try:
+                message = message_from_json(message, "live")
+            except InvalidMessageError as err:
+                self._invalid(err)
+                return rejected(R.INVALID_MESSAGE, err.rule)
+        msg = message.with_run_id(run_id)  # R13.2
+        err = check_message(msg, "live")
+        if err is not None:
+            self._invalid(err)
+            return rejected(R.INVALID_MESSAGE, err.rule)
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
+        pos = self._index.get(msg.id)
+        if pos is not None:
+            old = self._messages[pos]
+            if old.run_id is not None and old.run_id != run_id:
+                return rejected(R.INVALID_TRANSITION, f"message {msg.id!r} belongs to run {old.run_id!r}")
+            if old == msg:
+                return _REJ_NO_CHANGE
+            self._messages = self._messages.set(pos, msg)
+            self._tool_settlements(run, old, msg)
+        else:
+            self._index[msg.id] = len(self._messages)
+            self._messages = self._messages.append(msg)
+        run.message_ids.add(msg.id)
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._publish()
+        return ACCEPTED
+
+    def _tool_settlements(self, run: _Run, old: RuntimeMessage, new: RuntimeMessage) -> None:
+        if self._on_event is None:
+            return
+        before = {p.tool_call_id: get_tool_call_status(p) for p in old.parts if isinstance(p, ToolCallPart)}
+        for p in new.parts:
+            if isinstance(p, ToolCallPart):
+                status = get_tool_call_status(p)
+                if before.get(p.tool_call_id) == "running" and status != "running":
+                    self._emit_event("tool_call_settled", run, toolCallId=p.tool_call_id, status=status)
+
+    def emit_delta(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        message_id: str,
+        part_id: str,
+        delta: str,
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """Append text to an existing text or reasoning part (R2.4 ``delta``): O(1)."""
+        # The hot path: the gate is inlined.
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        if not event_id or type(event_id) is not str:
+            return _REJ_NO_EVENT
+        run = self._runs.get(run_id)
+        if run is None:
+            return _REJ_NOT_FOUND
+        if run.sealed:
+            return _REJ_SEALED
+        if event_id in run.seen:
+            return _REJ_DUP
+        if source_sequence is not None and run.last_seq is not None and source_sequence < run.last_seq:
+            return _REJ_SEQ
+        if run.output_sealed:
+            return _REJ_OUTPUT
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
+        pos = self._index.get(message_id)
+        if pos is None:
+            return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
+        msg = self._messages[pos]
+        if msg.run_id is not None and msg.run_id != run_id:
+            return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+        parts = msg.parts
+        i = len(parts) - 1
+        while i >= 0 and parts[i].id != part_id:
+            i -= 1
+        if i < 0:
+            return rejected(R.INVALID_TRANSITION, f"delta to missing part {part_id!r} of {message_id!r}")
+        part = parts[i]
+        if type(part) is not TextPart and type(part) is not ReasoningPart:
+            return rejected(R.INVALID_TRANSITION, f"delta to a {part.type} part {part_id!r}")
+        if type(delta) is not str:
+            return rejected(R.INVALID_TRANSITION, "delta must be a string")
+        if not delta:
+            return _REJ_NO_CHANGE
+        new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
+        self._messages = self._messages.set(
+            pos,
+            RuntimeMessage(msg.id, msg.role, new_parts, msg.run_id, msg.created_at, msg.metadata, msg.extra),
+        )
+        run.seen.add(event_id)
+        if source_sequence is not None:
+            run.last_seq = source_sequence
+        self._version += 1
+        self._snapshot = None
+        if self._listeners:
+            self._publish_listeners()
+        return ACCEPTED
+
+    def _publish_listeners(self) -> None:
+        snap = self.snapshot
+        for listener in tuple(self._listeners):
+            listener(snap)
+
+    def emit_phase(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        phase: str,
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """The backend's current phase (R2.4 ``phase``, R3.2a)."""
+        run = self._gate(session_id, run_id, event_id)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if not self._sequence_ok(run, source_sequence):
+            return _REJ_SEQ
+        if phase not in S.PHASES:
+            return rejected(R.INVALID_TRANSITION, f"unknown phase {phase!r}")
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"phase on a {run.view.status} run")
+        if run.view.phase == phase:
+            return _REJ_NO_CHANGE
+        self._set_view(run, replace(run.view, phase=phase))
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._publish()
+        return ACCEPTED
+
+    def emit_work_item(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        work_item: WorkItem | Mapping[str, Any],
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """Create or update a tracked work item, e.g. a tool call (R3.2a)."""
+        run = self._gate(session_id, run_id, event_id)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if not self._sequence_ok(run, source_sequence):
+            return _REJ_SEQ
+        if run.output_sealed:
+            return _REJ_OUTPUT
+        item = work_item if isinstance(work_item, WorkItem) else work_item_from_json(work_item)
+        if not isinstance(item.id, str) or not item.id:
+            return rejected(R.MISSING_WORK_ITEM_ID)
+        if item.status not in S.WORK_STATUSES:
+            return rejected(R.INVALID_TRANSITION, f"unknown work item status {item.status!r}")
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"work item on a {run.view.status} run")
+        old = run.view.work_items.get(item.id)
+        if old is not None:
+            if old == item:
+                return _REJ_NO_CHANGE
+            if (old.status, item.status) not in S.WORK_TRANSITIONS:
+                return rejected(
+                    R.INVALID_TRANSITION, f"work item {item.id!r} cannot go {old.status} -> {item.status}"
+                )
+        items = dict(run.view.work_items)
+        items[item.id] = item
+        self._set_view(run, replace(run.view, work_items=FrozenDict(items)))
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._publish()
+        if item.status != "running" and (old is None or old.status == "running"):
+            self._emit_event("tool_call_settled", run, toolCallId=item.id, status=item.status)
+        return ACCEPTED
+
+    def _running_work(self, run: _Run) -> str | None:
+        for wid, item in run.view.work_items.items():
+            if item.status == "running":
+                return wid
+        for mid in run.message_ids:
+            pos = self._index.get(mid)
+            if pos is None:
+                continue
+            for p in self._messages[pos].parts:
+                if type(p) is ToolCallPart and get_tool_call_status(p) == "running":
+                    return p.tool_call_id
+        return None
+
+    def _terminal_gate(
+        self, session_id: str | None, run_id: str, event_id: str | None, seq: Any
+    ) -> _Run | FactResult:
+        run = self._gate(session_id, run_id, event_id)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if not self._sequence_ok(run, seq):
+            return _REJ_SEQ
+        return run
+
+    def emit_completed(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """The backend explicitly concluded the run (R2.4, R3.4)."""
+        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"completed on a {run.view.status} run")
+        busy = self._running_work(run)
+        if busy is not None:
+            return rejected(R.ACTIVE_WORK, f"tool call {busy!r} is still running")
+        self._settle(run, "completed", at=at)
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._after_settle(run)
+        return ACCEPTED
+
+    def emit_failed(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        error: Any,
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """The backend explicitly failed the run; ``error`` goes through
+        :func:`to_run_error` (R5.3)."""
+        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"failed on a {run.view.status} run")
+        self._settle(run, "failed", error=to_run_error(error), at=at)
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._after_settle(run)
+        return ACCEPTED
+
+    def emit_interrupted(
+        self,
+        *,
+        run_id: str,
+        event_id: str | None,
+        reason: str | None = None,
+        session_id: str | None = None,
+        source_sequence: int | float | None = None,
+        position: Any = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """The backend explicitly interrupted the run (R2.4)."""
+        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
+        if type(run) is FactResult:
+            return run
+        assert isinstance(run, _Run)
+        if run.view.status != S.RUNNING:
+            return rejected(R.INVALID_TRANSITION, f"interrupted on a {run.view.status} run")
+        why = reason or ("abort" if run.view.abort is not None else "protocol")
+        self._settle(run, "interrupted", interrupt_reason=why, at=at)
+        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
+        self._after_settle(run)
+        return ACCEPTED
+
+    def _settle(
+        self,
+        run: _Run,
+        status: str,
+        *,
+        error: Any = None,
+        interrupt_reason: str | None = None,
+        at: float | None = None,
+        event: str | None = None,
+    ) -> None:
+        view = run.view
+        new_status = S.next_run_status(view.status, event or status)
+        assert new_status == status, (view.status, status)
+        items = view.work_items
+        if status != "completed" and any(i.status == "running" for i in items.values()):
+            items = FrozenDict(
+                {k: (replace(v, status="cancelled") if v.status == "running" else v) for k, v in items.items()}
+            )
+        abort = view.abort
+        if abort is not None:
+            abort = replace(abort, remote=S.ABORT_TRANSITIONS[(abort.remote, "terminal")])
+        self._set_view(
+            run,
+            replace(
+                view,
+                status=status,
+                phase="idle",
+                error=error,
+                interrupt_reason=interrupt_reason,
+                abort=abort,
+                work_items=items,
+                settled_at=self._now(at),
+            ),
+        )
+        run.sealed = True
+
+    def _after_settle(self, run: _Run) -> None:
+        if "history" in self.capabilities:
+            self._history = replace(self._history, reconciliation_required=True)
+        self._publish()
+        view = run.view
+        self._emit_event(
+            "run_settled",
+            run,
+            status=view.status,
+            **({"error": view.error.to_json()} if view.error is not None else {}),
+        )
+        self._dispatch_next()
+
+    # ------------------------------------------------------------------ ingress: the other five
+
+    def annotate_run(
+        self, *, run_id: str, attributes: Mapping[str, Any], session_id: str | None = None
+    ) -> FactResult:
+        """Attributes for the run's later events (R3.3); not deduplicated, never in snapshots."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        run = self._runs.get(run_id)
+        if run is None:
+            return _REJ_NOT_FOUND
+        for key, value in attributes.items():
+            if not isinstance(key, str) or not isinstance(value, _FLAT):
+                raise TypeError(f"annotate_run: attribute {key!r} must be a flat primitive (R3.3)")
+        run.attributes.update(attributes)
+        return ACCEPTED
+
+    def calibrate_run(
+        self,
+        *,
+        run_id: str,
+        status: str,
+        error: Any = None,
+        interrupt_reason: str | None = None,
+        session_id: str | None = None,
+        at: float | None = None,
+    ) -> FactResult:
+        """Settle a run from history, e.g. a confirmed remote stop (R3.1, R9.4)."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        run = self._runs.get(run_id)
+        if run is None:
+            return _REJ_NOT_FOUND
+        if status not in S.TERMINAL:
+            return rejected(R.INVALID_TRANSITION, f"cannot calibrate to {status!r}")
+        if run.sealed:
+            if run.view.status == status:
+                return _REJ_NO_CHANGE
+            return rejected(R.INVALID_TRANSITION, f"run is already {run.view.status}")
+        if S.next_run_status(run.view.status, f"calibrate-{status}") is None:
+            return rejected(R.INVALID_TRANSITION, f"cannot calibrate a {run.view.status} run")
+        self._settle(
+            run,
+            status,
+            error=to_run_error(error) if status == "failed" else None,
+            interrupt_reason=(interrupt_reason or "protocol") if status == "interrupted" else None,
+            at=at,
+            event=f"calibrate-{status}",
+        )
+        self._after_settle(run)
+        return ACCEPTED
+
+    def register_run(
+        self, *, run_id: str, session_id: str | None = None, at: float | None = None
+    ) -> FactResult:
+        """A run the page did not start (passive run, R2.6, R11.2)."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        if not isinstance(run_id, str) or not run_id:
+            return rejected(R.INVALID_TRANSITION, "a run id is required")
+        run = self._runs.get(run_id)
+        if run is not None:
+            return _REJ_SEALED if run.sealed else _REJ_NO_CHANGE
+        self._new_run(
+            RunView(run_id, S.RUNNING, origin="remote", connection="connected", created_at=self._now(at), via=None)
+        )
+        self._publish()
+        return ACCEPTED
+
+    def update_content(
+        self, *, message: RuntimeMessage | Mapping[str, Any], session_id: str | None = None
+    ) -> FactResult:
+        """Display-only content (transformOutput, host rewrites); never execution state."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        if not isinstance(message, RuntimeMessage):
+            try:
+                message = message_from_json(message, "content")
+            except InvalidMessageError as err:
+                self._invalid(err)
+                return rejected(R.INVALID_MESSAGE, err.rule)
+        pos = self._index.get(message.id) if isinstance(message.id, str) else None
+        if pos is not None:
+            message = message.with_run_id(self._messages[pos].run_id)
+        err = check_message(message, "content")
+        if err is not None:
+            self._invalid(err)
+            return rejected(R.INVALID_MESSAGE, err.rule)
+        if pos is not None and self._messages[pos] == message:
+            return _REJ_NO_CHANGE
+        self._put_message(message)
+        self._publish()
+        return ACCEPTED
+
+    def observe_connection(
+        self, *, run_id: str, state: str, session_id: str | None = None, at: float | None = None
+    ) -> FactResult:
+        """The connection carrying a run (R3.4): never changes the run's status."""
+        if self._disposed:
+            return _REJ_DISPOSED
+        if session_id is not None and session_id != self.session_id:
+            return _REJ_SESSION
+        run = self._runs.get(run_id)
+        if run is None:
+            return _REJ_NOT_FOUND
+        if state not in S.CONNECTION_STATES:
+            return rejected(R.INVALID_TRANSITION, f"unknown connection state {state!r}")
+        if run.view.connection == state:
+            return _REJ_NO_CHANGE
+        self._set_view(run, replace(run.view, connection=state))
+        self._publish()
+        return ACCEPTED
+
+    _ADMIT = {
+        MessageFact: "emit_message",
+        DeltaFact: "emit_delta",
+        PhaseFact: "emit_phase",
+        WorkItemFact: "emit_work_item",
+        CompletedFact: "emit_completed",
+        FailedFact: "emit_failed",
+        InterruptedFact: "emit_interrupted",
+    }
+
+    def admit(self, fact: Any) -> FactResult:
+        """Admit a fact value (:mod:`._facts`) through its emitter."""
+        kind = type(fact)
+        if kind is DeltaFact:
+            return self.emit_delta(
+                run_id=fact.run_id,
+                event_id=fact.event_id,
+                message_id=fact.message_id,
+                part_id=fact.part_id,
+                delta=fact.delta,
+                session_id=fact.session_id,
+                source_sequence=fact.source_sequence,
+                position=fact.position,
+                at=fact.at,
+            )
+        common = fact.common()
+        if kind is MessageFact:
+            return self.emit_message(message=fact.message, **common)
+        if kind is PhaseFact:
+            return self.emit_phase(phase=fact.phase, **common)
+        if kind is WorkItemFact:
+            return self.emit_work_item(work_item=fact.work_item, **common)
+        if kind is CompletedFact:
+            return self.emit_completed(**common)
+        if kind is FailedFact:
+            return self.emit_failed(error=fact.error, **common)
+        if kind is InterruptedFact:
+            return self.emit_interrupted(reason=fact.reason, **common)
+        raise TypeError(f"not a fact: {fact!r}")
+
+    # ------------------------------------------------------------------ commands
+
+    def send(
+        self,
+        run_id: str,
+        input: Any,
+        *,
+        project: Sequence[RuntimeMessage | Mapping[str, Any]] | None = None,
+        at: float | None = None,
+    ) -> CommandResult:
+        """The UI sends: a local run is queued and dispatched when the session's
+        execution slot is free (R13.4); ``project`` is the adapter's projection
+        of the input, made visible at dispatch (R4.5)."""
+        if self._disposed:
+            return _refuse("the runtime is disposed")
+        if not isinstance(run_id, str) or not run_id:
+            return _refuse("a run id is required")
+        if run_id in self._runs:
+            return _refuse(f"run {run_id!r} already exists")
+        projected = self._projection(run_id, project)
+        self._new_run(
+            RunView(run_id, S.QUEUED, origin="local", created_at=self._now(at), via="run", input=freeze(input)),
+            projected,
+        )
+        self._queue.append(run_id)
+        self._dispatch_next(at)
+        self._publish()
+        return _DONE
+
+    def _projection(
+        self, run_id: str, project: Sequence[RuntimeMessage | Mapping[str, Any]] | None
+    ) -> tuple[RuntimeMessage, ...]:
+        out: list[RuntimeMessage] = []
+        for item in project or ():
+            try:
+                msg = item if isinstance(item, RuntimeMessage) else message_from_json(item, "projection")
+            except InvalidMessageError as err:
+                self._invalid(err.with_source("projection"))
+                continue
+            msg = msg.with_run_id(run_id)
+            err = check_message(msg, "projection")
+            if err is not None:
+                self._invalid(err)
+                continue
+            out.append(msg)
+        return tuple(out)
+
+    def _dispatch_next(self, at: float | None = None) -> None:
+        if self._running_run() is not None:
+            return
+        while self._queue:
+            run_id = self._queue.pop(0)
+            run = self._runs.get(run_id)
+            if run is None or run.view.status != S.QUEUED:
+                continue
+            before = tuple(self._messages)
+            for msg in run.project:
+                pos = self._index.get(msg.id)
+                if pos is not None and self._messages[pos].run_id not in (None, run_id):
+                    self._invalid(
+                        InvalidMessageError(
+                            "message-id-unique", msg.id, None, "projection", "id belongs to another run"
+                        )
+                    )
+                    continue
+                self._put_message(msg)
+                run.message_ids.add(msg.id)
+            view = run.view
+            self._set_view(
+                run,
+                replace(view, status=S.next_run_status(view.status, "dispatch"), dispatch="pending", connection="connected"),
+            )
+            self._requests.append(
+                DispatchRequest(run_id, view.via or "run", view.input, before, view.target_run_id)
+            )
+            return
+
+    def dispatch_settled(self, run_id: str, accepted: bool, error: str | None = None) -> CommandResult:
+        """The adapter's run/regenerate/edit resolved (``True``) or refused / threw.
+
+        Refusal removes the run and its projection and, for regenerate/edit,
+        puts the removed content back unchanged (R10.2, decisions.md).
+        """
+        run = self._runs.get(run_id)
+        if run is None or run.view.dispatch != "pending":
+            return _refuse(f"run {run_id!r} has no dispatch in flight")
+        if accepted:
+            self._set_view(run, replace(run.view, dispatch="accepted"))
+            self._publish()
+            return _DONE
+        del self._runs[run_id]
+        self._run_views = None
+        if not run.sealed:
+            keep = [m for m in self._messages if m.id not in run.message_ids]
+            self._messages = PVec(keep)
+        restored = self._removed.pop(run_id, None)
+        if restored is not None:
+            old_messages, old_runs = restored
+            self._messages = PVec(list(self._messages) + list(old_messages))
+            self._runs.update(old_runs)
+        self._rebuild_index()
+        self._dispatch_next()
+        self._publish()
+        return _DONE
+
+    def abort(self, run_id: str, *, at: float | None = None) -> CommandResult:
+        """The UI asks to stop (R9): a queued run is cancelled locally; a
+        running one needs the abort capability (R9.2) and keeps receiving
+        until a terminal fact or history settles it (R9.1)."""
+        if self._disposed:
+            return _refuse("the runtime is disposed")
+        run = self._runs.get(run_id)
+        if run is None:
+            return _refuse(f"unknown run {run_id!r}")
+        view = run.view
+        if view.status == S.QUEUED:
+            if run_id in self._queue:
+                self._queue.remove(run_id)
+            self._set_view(
+                run,
+                replace(
+                    view,
+                    status=S.next_run_status(view.status, "cancel"),
+                    interrupt_reason="cancelled",
+                    settled_at=self._now(at),
+                ),
+            )
+            run.sealed = True
+            self._publish()
+            return _DONE
+        if view.status != S.RUNNING:
+            return _refuse(f"run {run_id!r} is already {view.status}")
+        if "abort" not in self.capabilities:
+            return _refuse("the adapter has no abort capability: a dispatched run cannot be stopped (R9.2)")
+        if view.abort is not None:
+            return _DONE
+        self._set_view(
+            run,
+            replace(view, abort=AbortView(self._now(at), S.ABORT_TRANSITIONS[(None, "request")])),
+        )
+        self._requests.append(AbortRequest(run_id))
+        self._publish()
+        return _DONE
+
+    def abort_settled(self, run_id: str, accepted: bool, *, at: float | None = None) -> CommandResult:
+        """The abort call returned: a 2xx acknowledges the stop and seals the
+        output from then on; a throw leaves the outcome unknown (R9.4)."""
+        run = self._runs.get(run_id)
+        if run is None or run.view.abort is None:
+            return _refuse(f"run {run_id!r} has no stop request")
+        abort = run.view.abort
+        if abort.remote != "unknown":
+            return _DONE
+        if accepted:
+            abort = replace(abort, remote=S.ABORT_TRANSITIONS[("unknown", "ack")], accepted_at=self._now(at), output_sealed=True)
+            run.output_sealed = True
+            self._set_view(run, replace(run.view, abort=abort))
+            self._publish()
+        return _DONE
+
+    def _last_run_id(self) -> str | None:
+        for run_id in reversed(list(self._runs)):
+            return run_id
+        return None
+
+    def _rerun(
+        self,
+        via: str,
+        run_id: str,
+        target: str | None,
+        input: Any,
+        project: Sequence[RuntimeMessage | Mapping[str, Any]] | None,
+        at: float | None,
+    ) -> CommandResult:
+        if self._disposed:
+            return _refuse("the runtime is disposed")
+        if via not in self.capabilities:
+            return _refuse(f"the adapter has no {via} capability")
+        if any(r.view.active for r in self._runs.values()):
+            return _refuse(f"cannot {via} while a run is active or queued (R10.2)")
+        target = target if target is not None else self._last_run_id()
+        trun = self._runs.get(target) if target is not None else None
+        if trun is None:
+            return _refuse(f"unknown target run {target!r}")
+        if via == "regenerate":
+            input = trun.view.input
+            if input is ABSENT:
+                return _refuse(f"the input of run {target!r} is unknown (read from history)")
+        if not isinstance(run_id, str) or not run_id or run_id in self._runs:
+            return _refuse(f"run id {run_id!r} is missing or already used")
+        # Remove the target run and everything after it (R10.2).
+        order = list(self._runs)
+        cut_runs = order[order.index(target) :]
+        cut_set = set(cut_runs)
+        cut_at = len(self._messages)
+        for i, m in enumerate(self._messages):
+            if m.run_id in cut_set:
+                cut_at = i
+                break
+        kept = list(self._messages)[:cut_at]
+        removed_messages = PVec(list(self._messages)[cut_at:])
+        removed_runs = {rid: self._runs.pop(rid) for rid in cut_runs}
+        self._run_views = None
+        self._messages = PVec(kept)
+        self._rebuild_index()
+        self._removed[run_id] = (removed_messages, removed_runs)
+        projected = self._projection(run_id, project)
+        self._new_run(
+            RunView(
+                run_id,
+                S.QUEUED,
+                origin="local",
+                created_at=self._now(at),
+                via=via,
+                target_run_id=target,
+                input=freeze(input),
+            ),
+            projected,
+        )
+        self._queue.append(run_id)
+        self._dispatch_next(at)
+        self._publish()
+        return _DONE
+
+    def regenerate(
+        self,
+        run_id: str,
+        *,
+        target: str | None = None,
+        project: Sequence[RuntimeMessage | Mapping[str, Any]] | None = None,
+        at: float | None = None,
+    ) -> CommandResult:
+        """Redo ``target`` (default: the last run) with its own input as new run ``run_id`` (R10.2)."""
+        return self._rerun("regenerate", run_id, target, ABSENT, project, at)
+
+    def edit(
+        self,
+        run_id: str,
+        *,
+        target: str,
+        input: Any,
+        project: Sequence[RuntimeMessage | Mapping[str, Any]] | None = None,
+        at: float | None = None,
+    ) -> CommandResult:
+        """Replace ``target`` and everything after it with a run of new ``input`` (R10.2)."""
+        return self._rerun("edit", run_id, target, input, project, at)
+
+    def _read_history(self, result: HistoryResult | Mapping[str, Any]) -> HistoryResult | CommandResult:
+        if self._disposed:
+            return _refuse("the runtime is disposed")
+        if not isinstance(result, HistoryResult):
+            try:
+                result = history_from_json(result)
+            except HistoryFormatError as err:
+                return _refuse(f"history is not a HistoryResult: {err}")
+            except InvalidMessageError as err:
+                err = err.with_source("history")
+                self._invalid(err)
+                return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+        err = check_history(result)
+        if err is not None:
+            self._invalid(err)
+            return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+        return result
+
+    def apply_history(self, result: HistoryResult | Mapping[str, Any], *, at: float | None = None) -> CommandResult:
+        """``history.refresh()``: history replaces the settled baseline (R8,
+        decisions.md); messages of runs still active here stay after it.  An
+        invalid batch is rejected whole (R3.7) and changes nothing."""
+        read = self._read_history(result)
+        if isinstance(read, CommandResult):
+            return read
+        result = read
+        history_ids = {m.id for m in result.messages}
+        active = {rid for rid, r in self._runs.items() if r.view.active}
+        live_tail = [m for m in self._messages if m.run_id in active and m.id not in history_ids]
+        self._messages = PVec(list(result.messages) + live_tail)
+        self._rebuild_index()
+        for run in self._runs.values():
+            run.message_ids = {m.id for m in self._messages if m.run_id == run.view.id}
+        if result.run_snapshots is not ABSENT:
+            for snap in result.run_snapshots:
+                run = self._runs.get(snap.id)
+                if run is None:
+                    error = to_run_error(snap.error) if snap.error is not ABSENT and snap.status == "failed" else None
+                    view = RunView(
+                        snap.id,
+                        snap.status,
+                        origin=snap.origin if snap.origin in ("local", "remote") else "remote",
+                        phase=snap.phase if snap.phase in S.PHASES else "idle",
+                        error=error,
+                        interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
+                        created_at=snap.created_at,
+                        work_items=FrozenDict(snap.work_items) if isinstance(snap.work_items, Mapping) else FrozenDict(),
+                    )
+                    new = self._new_run(view)
+                    new.sealed = view.terminal
+                    new.message_ids = {m.id for m in self._messages if m.run_id == snap.id}
+                elif not run.sealed and snap.status in S.TERMINAL:
+                    self._settle(
+                        run,
+                        snap.status,
+                        error=to_run_error(snap.error) if snap.status == "failed" else None,
+                        interrupt_reason=(snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else "protocol")
+                        if snap.status == "interrupted"
+                        else None,
+                        at=at,
+                        event=f"calibrate-{snap.status}",
+                    )
+        if result.session is not ABSENT:
+            self._session_info = result.session
+        self._history = HistoryView(
+            loaded=True,
+            cursor=result.cursor if result.cursor is not ABSENT else None,
+            has_more=result.has_more,
+            active_run=result.active_run,
+            reconciliation_required=False,
+        )
+        self._publish()
+        self._dispatch_next(at)
+        return _DONE
+
+    def load_more(self, result: HistoryResult | Mapping[str, Any]) -> CommandResult:
+        """``history.loadMore()``: an older page goes before what is shown;
+        an invalid page, or one repeating a shown message id, is rejected whole."""
+        read = self._read_history(result)
+        if isinstance(read, CommandResult):
+            return read
+        for m in read.messages:
+            if m.id in self._index:
+                err = InvalidMessageError("message-id-unique", m.id, None, "history", "id already shown")
+                self._invalid(err)
+                return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+        self._messages = PVec(list(read.messages) + list(self._messages))
+        self._rebuild_index()
+        self._history = replace(
+            self._history,
+            loaded=True,
+            cursor=read.cursor if read.cursor is not ABSENT else None,
+            has_more=read.has_more,
+        )
+        self._publish()
+        return _DONE
+
+    def resume_active_run(self, *, at: float | None = None) -> CommandResult:
+        """R8.3: resume the run history reported active, when the adapter can
+        resume, history gave an event id and the Core does not know the run;
+        otherwise do nothing (the result says why)."""
+        if self._disposed:
+            return _refuse("the runtime is disposed")
+        active = self._history.active_run
+        if active is ABSENT or active is None:
+            return CommandResult(True, "history reports no active run; nothing to resume")
+        if "resume" not in self.capabilities:
+            return CommandResult(True, "the adapter cannot resume; nothing to do")
+        if active.event_id is None:
+            return CommandResult(True, "history gave no event id; nothing to resume")
+        if active.run_id in self._runs:
+            return CommandResult(True, f"run {active.run_id!r} is already known; nothing to resume")
+        run = self._new_run(
+            RunView(
+                active.run_id,
+                S.RUNNING,
+                origin="remote",
+                connection="connected",
+                created_at=self._now(at),
+                via="resume",
+                resumed_from=active.event_id,
+            )
+        )
+        run.message_ids = {m.id for m in self._messages if m.run_id == active.run_id}
+        self._requests.append(ResumeRequest(active.run_id, active.event_id))
+        self._publish()
+        return _DONE
+
+    def dispose(self) -> CommandResult:
+        """Release the runtime: every later fact is ``runtime-disposed``."""
+        if self._disposed:
+            return _DONE
+        self._disposed = True
+        self._requests.clear()
+        self._queue.clear()
+        self._publish()
+        return _DONE

@@ -1,0 +1,110 @@
+"""The run state machine, as data.
+
+Two rules, after h11's ``_state.py``:
+
+1. Every transition of a run's status, of a work item's status and of the
+   abort record lives in the tables below; the runtime only looks them up.
+   A fact or command whose (state, event) pair is not in a table is
+   rejected ``invalid-transition`` (or, for a command, refused).
+2. The tables do not know where an event came from (wire, history, UI);
+   the runtime decides that.
+
+Run status (``RUN_TRANSITIONS``)::
+
+    send ──> queued ──dispatch──> running ──completed──> completed
+               │                    │ ├────failed─────> failed
+               │ cancel             │ └──interrupted──> interrupted
+               v                    │      (calibrate: the same three, from history)
+          interrupted  <────────────┘
+    register_run / resume_active_run ──> running (origin remote)
+
+Terminal states are sealed: every later fact is ``terminal-sealed`` (R3.5).
+Independent of the status: ``phase`` (any non-terminal phase may follow any
+other, R3.2a), ``connection`` (connected / disconnected / reconnecting,
+R3.4: a disconnect never settles a run), ``dispatch`` (pending -> accepted,
+or refused, which removes the run) and the abort record (R9.4):
+``unknown`` on request, ``accepted`` when the backend acknowledged the stop
+(output sealed from then on), ``confirmed`` when a terminal fact or history
+settled the run.
+
+``docs/core-state-machine.md`` is generated from these tables by
+:func:`mermaid` and a test keeps it in sync.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QUEUED",
+    "RUNNING",
+    "COMPLETED",
+    "FAILED",
+    "INTERRUPTED",
+    "TERMINAL",
+    "RUN_STATUSES",
+    "RUN_TRANSITIONS",
+    "WORK_TRANSITIONS",
+    "WORK_STATUSES",
+    "CONNECTION_STATES",
+    "ABORT_TRANSITIONS",
+    "PHASES",
+    "next_run_status",
+    "mermaid",
+]
+
+QUEUED = "queued"
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+RUN_STATUSES = (QUEUED, RUNNING, COMPLETED, FAILED, INTERRUPTED)
+TERMINAL = frozenset({COMPLETED, FAILED, INTERRUPTED})
+
+#: (status, event) -> new status.
+RUN_TRANSITIONS: dict[tuple[str, str], str] = {
+    (QUEUED, "dispatch"): RUNNING,
+    (QUEUED, "cancel"): INTERRUPTED,
+    (RUNNING, "completed"): COMPLETED,
+    (RUNNING, "failed"): FAILED,
+    (RUNNING, "interrupted"): INTERRUPTED,
+    (RUNNING, "calibrate-completed"): COMPLETED,
+    (RUNNING, "calibrate-failed"): FAILED,
+    (RUNNING, "calibrate-interrupted"): INTERRUPTED,
+}
+
+#: Work item (tool call) statuses (R3.2a, R6.1).
+WORK_STATUSES = ("running", "completed", "failed", "cancelled")
+WORK_TRANSITIONS: dict[tuple[str, str], str] = {
+    ("running", "running"): "running",  # progress (partial result, title) on a running item
+    ("running", "completed"): "completed",
+    ("running", "failed"): "failed",
+    ("running", "cancelled"): "cancelled",
+}
+
+CONNECTION_STATES = ("connected", "disconnected", "reconnecting")
+
+#: abort.remote (R9.4): (state, event) -> state; ``None`` is "no stop requested".
+ABORT_TRANSITIONS: dict[tuple[str | None, str], str] = {
+    (None, "request"): "unknown",
+    ("unknown", "ack"): "accepted",
+    ("unknown", "ack-failed"): "unknown",
+    ("unknown", "terminal"): "confirmed",
+    ("accepted", "terminal"): "confirmed",
+}
+
+#: RunPhase values (R3.2a).
+PHASES = ("idle", "thinking", "generating", "tool", "awaiting-input")
+
+
+def next_run_status(status: str, event: str) -> str | None:
+    """The status after ``event``, or ``None`` when the table forbids it."""
+    return RUN_TRANSITIONS.get((status, event))
+
+
+def mermaid() -> str:
+    """A mermaid state diagram of :data:`RUN_TRANSITIONS` (for the docs)."""
+    lines = ["stateDiagram-v2", "    [*] --> queued: send", "    [*] --> running: register_run / resume"]
+    for (src, event), dst in RUN_TRANSITIONS.items():
+        lines.append(f"    {src} --> {dst}: {event}")
+    for t in sorted(TERMINAL):
+        lines.append(f"    {t} --> [*]")
+    return "\n".join(lines) + "\n"

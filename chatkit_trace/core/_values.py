@@ -1,0 +1,121 @@
+"""Immutable JSON values and the ``ABSENT`` sentinel.
+
+chatkit freezes every object handed to the Core (SPEC R13.1).  Python has no
+``Object.freeze``, so opaque JSON values that the model carries (tool ``args``
+and ``result``, data part ``data``, message ``metadata``, a RunError's
+``cause``) are deep-frozen on the way in: dicts become :class:`FrozenDict`
+(a ``dict`` subclass that refuses mutation, so ``json.dumps`` and ``==`` with a
+plain dict keep working) and lists become tuples.
+
+``ABSENT`` is TypeScript's ``undefined``: a key that is not there.  It is
+distinct from ``None`` (JSON ``null``), which SPEC R6.4 needs: a tool call
+whose ``result`` is absent is still running, one whose result is ``None`` has
+finished with an empty result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, NoReturn
+
+__all__ = ["ABSENT", "AbsentType", "FrozenDict", "freeze", "thaw", "is_absent"]
+
+
+class AbsentType:
+    """The type of :data:`ABSENT`; there is exactly one instance."""
+
+    __slots__ = ()
+    _instance: AbsentType | None = None
+
+    def __new__(cls) -> AbsentType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+    def __copy__(self) -> AbsentType:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AbsentType:
+        return self
+
+
+ABSENT: Final = AbsentType()
+
+
+def is_absent(value: object) -> bool:
+    return value is ABSENT
+
+
+def _readonly(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError("FrozenDict is immutable: build a new value instead (SPEC R13.1)")
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A read-only ``dict``: equal to, and serialised like, a plain dict."""
+
+    __slots__ = ("_hash",)
+
+    __setitem__ = _readonly
+    __delitem__ = _readonly
+    __ior__ = _readonly  # type: ignore[assignment]
+    clear = _readonly
+    pop = _readonly
+    popitem = _readonly
+    setdefault = _readonly
+    update = _readonly
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        try:
+            return self._hash
+        except AttributeError:
+            h = hash(frozenset(self.items()))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> Any:
+        return (FrozenDict, (dict(self),))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def freeze(value: Any) -> Any:
+    """Deep-freeze a JSON-like value (dict -> FrozenDict, list -> tuple)."""
+    if isinstance(value, _SCALARS) or value is ABSENT:
+        return value
+    if isinstance(value, FrozenDict):
+        # Already frozen at the top; values frozen when it was built by us.
+        return value
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of :func:`freeze`: plain dicts and lists, for JSON."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
