@@ -1,0 +1,343 @@
+"""``create_adapter``: chatkit's createAdapter in Python (SPEC R2.3-R2.8, R13.3).
+
+The factory joins a protocol (:class:`AdapterProtocol`) with capability
+functions and owns everything that is not protocol knowledge:
+
+* **decode state** per (session, run), handed to ``decode_event`` as
+  ``ctx.state`` and released at the run's terminal update or on unbinding
+  (R2.7);
+* **deduplication** by the outer event id (the SSE ``id:``) for every run
+  that still holds decode state; terminal and unbinding clear the records
+  (R13.3, R11.7).  Inner ids (ADK ``data.id``, Hermes ``seq``) never count;
+* **routing** of interleaved subscription events by ``identify_event``
+  (R2.6, R11.2): ``starts_run`` registers a passive run, ``ends_response``
+  closes that run's reader but keeps the subscription;
+* **fact event ids** (ARCHITECTURE.md "Identity"): the outer event id when
+  the wire has one, else a deterministic ``{stream}:{frame}``; ``#{n}``
+  is appended when one event yields several facts;
+* the rule that a stream that runs dry leaves the outcome unknown (R2.5,
+  R3.4): the factory never invents a terminal fact.
+
+The decoding half is sans-IO (:class:`SessionDecoder`), so recorded traffic
+and live traffic go through exactly the same code.  The live half (calling
+the capability functions) is driven by :class:`chatkit_trace.runtime.ChatRuntime`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import (
+    CompletedFact,
+    DeltaFact,
+    Fact,
+    FailedFact,
+    HistoryResult,
+    InterruptedFact,
+    MessageFact,
+    PhaseFact,
+    RuntimeMessage,
+)
+from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
+from ._updates import (
+    CompletedUpdate,
+    DeltaUpdate,
+    FailedUpdate,
+    InterruptedUpdate,
+    MessageUpdate,
+    PhaseUpdate,
+    ProtocolUpdate,
+    update_from_json,
+)
+
+__all__ = ["Adapter", "create_adapter", "SessionDecoder", "Decoded", "updates_to_facts", "CAPABILITIES"]
+
+CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
+_TERMINAL = (CompletedUpdate, FailedUpdate, InterruptedUpdate)
+
+
+@dataclass(slots=True)
+class Decoded:
+    """What one event became."""
+
+    facts: list[Fact] = field(default_factory=list)
+    updates: list[ProtocolUpdate] = field(default_factory=list)
+    #: The event carried a terminal update: a direct run's reader stops here (R2.5a).
+    terminal: bool = False
+    #: Dropped by the factory: the outer event id was already seen for this run.
+    duplicate: bool = False
+    #: ``decode_event`` (or a transform) raised: the read ends here (R2.5).
+    error: str | None = None
+    #: Subscription routing (``identify_event``), when the event was routed.
+    identity: EventIdentity | None = None
+    run_id: str | None = None
+
+
+def updates_to_facts(
+    updates: list[ProtocolUpdate],
+    *,
+    session_id: str,
+    run_id: str,
+    event_id: str,
+    source_sequence: int | float | None = None,
+    position: Any = None,
+    at: float | None = None,
+) -> list[Fact]:
+    """Turn one event's updates into facts with deterministic event ids."""
+    many = len(updates) > 1
+    facts: list[Fact] = []
+    for n, u in enumerate(updates):
+        eid = f"{event_id}#{n}" if many else event_id
+        common = dict(
+            session_id=session_id,
+            run_id=run_id,
+            event_id=eid,
+            source_sequence=source_sequence,
+            position=position,
+            at=at,
+        )
+        t = type(u)
+        if t is DeltaUpdate:
+            facts.append(DeltaFact(message_id=u.message_id, part_id=u.part_id, delta=u.delta, **common))
+        elif t is MessageUpdate:
+            facts.append(MessageFact(message=u.message, **common))
+        elif t is PhaseUpdate:
+            facts.append(PhaseFact(phase=u.phase, **common))
+        elif t is CompletedUpdate:
+            facts.append(CompletedFact(**common))
+        elif t is FailedUpdate:
+            facts.append(FailedFact(error=u.error, **common))
+        elif t is InterruptedUpdate:
+            facts.append(InterruptedFact(reason=u.reason, **common))
+    return facts
+
+
+class SessionDecoder:
+    """Events of one session -> facts, sans-IO (the factory's decoding half)."""
+
+    def __init__(self, adapter: Adapter, session_id: str) -> None:
+        self.adapter = adapter
+        self.session_id = session_id
+        self._state: dict[str, dict[str, Any]] = {}
+        self._seen: dict[str, set[str]] = {}
+        #: Runs whose reader ended at a terminal update (their state was released).
+        self.finished: set[str] = set()
+
+    def state(self, run_id: str) -> dict[str, Any]:
+        st = self._state.get(run_id)
+        if st is None:
+            st = self._state[run_id] = {}
+        return st
+
+    def holds_state(self, run_id: str) -> bool:
+        return run_id in self._state
+
+    def release(self, run_id: str) -> None:
+        """Unbind a run: drop its decode state and dedup records (R2.7, R13.3)."""
+        self._state.pop(run_id, None)
+        self._seen.pop(run_id, None)
+
+    def decode(
+        self,
+        event: Any,
+        *,
+        run_id: str,
+        event_id: str | None = None,
+        fallback_id: str,
+        at: float | None = None,
+        source: str = "stream",
+    ) -> Decoded:
+        """Decode one event of ``run_id``'s stream into facts."""
+        out = Decoded(run_id=run_id)
+        if event_id is not None:
+            seen = self._seen.get(run_id)
+            if seen is not None and event_id in seen:
+                out.duplicate = True
+                return out
+            if seen is None:
+                self._seen[run_id] = {event_id}
+            else:
+                seen.add(event_id)
+        protocol = self.adapter.protocol
+        ctx = DecodeContext(self.session_id, run_id, event_id, self.state(run_id), source)
+        try:
+            raw = protocol.decode_event(event, ctx)
+            updates = [update_from_json(u) for u in raw or ()]
+            if self.adapter.transform_output is not None:
+                updates = [update_from_json(u) for u in self.adapter.transform_output(updates, event, ctx) or ()]
+        except Exception as err:  # noqa: BLE001 - a decode error ends the read (R2.5)
+            out.error = f"{type(err).__name__}: {err}"
+            self.adapter.report_error("decode", err)
+            return out
+        out.updates = updates
+        seq = None
+        if self.adapter.has_sequence:
+            try:
+                seq = protocol.event_sequence(event)
+            except Exception:  # noqa: BLE001
+                seq = None
+        out.facts = updates_to_facts(
+            updates,
+            session_id=self.session_id,
+            run_id=run_id,
+            event_id=event_id if event_id is not None else fallback_id,
+            source_sequence=seq,
+            position=event_id,
+            at=at,
+        )
+        for u in updates:
+            if isinstance(u, _TERMINAL):
+                out.terminal = True
+                self.release(run_id)
+                self.finished.add(run_id)
+                break
+        return out
+
+    def route(
+        self,
+        event: Any,
+        *,
+        event_id: str | None = None,
+        fallback_id: str,
+        at: float | None = None,
+    ) -> Decoded:
+        """A subscription event: find its run with ``identify_event``, then decode.
+
+        An event without identity cannot be routed (R11.7): it comes back with
+        ``identity=None`` and no facts.  An event naming another session comes
+        back with that identity and no facts (the caller reports wrong-session).
+        """
+        try:
+            identity = self.adapter.protocol.identify_event(event)
+        except Exception as err:  # noqa: BLE001
+            self.adapter.report_error("identify", err)
+            return Decoded(error=f"{type(err).__name__}: {err}")
+        if identity is None:
+            return Decoded()
+        if identity.session_id is not None and identity.session_id != self.session_id:
+            return Decoded(identity=identity, run_id=identity.run_id)
+        out = self.decode(event, run_id=identity.run_id, event_id=event_id, fallback_id=fallback_id, at=at)
+        out.identity = identity
+        if identity.ends_response and not out.terminal:
+            # endsResponse closes this run's reader, never concludes it (R2.6).
+            self.release(identity.run_id)
+        return out
+
+    def project(self, input: Any, run_id: str, messages: tuple[RuntimeMessage, ...] = ()) -> list[RuntimeMessage]:
+        protocol = self.adapter.protocol
+        if not protocol.implements("project_input"):
+            return []
+        return list(protocol.project_input(input, EncodeContext(self.session_id, run_id, messages)) or ())
+
+    def history(self, value: Any) -> HistoryResult:
+        """``decode_history`` (R8): raises what the protocol raises."""
+        return self.adapter.protocol.decode_history(value, self.session_id)
+
+
+Capability = Callable[..., Any]
+
+
+class Adapter:
+    """What :func:`create_adapter` returns: a protocol plus its capabilities."""
+
+    def __init__(
+        self,
+        protocol: AdapterProtocol,
+        functions: Mapping[str, Capability | bool | None],
+        *,
+        transform_input: Callable[[Any, Any], Any] | None = None,
+        transform_output: Callable[[list[ProtocolUpdate], Any, DecodeContext], Iterable[Any]] | None = None,
+        accepted_file_types: Iterable[str] | None = None,
+        on_error: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
+        if not isinstance(protocol, AdapterProtocol):
+            raise TypeError("protocol must be an AdapterProtocol instance")
+        for hook in ("encode_input", "decode_event"):
+            if not protocol.implements(hook):
+                raise TypeError(f"protocol {protocol.name!r} must implement {hook}")
+        unknown = set(functions) - set(CAPABILITIES)
+        if unknown:
+            raise TypeError(f"unknown capabilities {sorted(unknown)}; known: {', '.join(CAPABILITIES)}")
+        self.protocol = protocol
+        self.functions: dict[str, Capability] = {
+            k: v for k, v in functions.items() if callable(v) and not isinstance(v, bool)
+        }
+        self.capabilities: frozenset[str] = frozenset(k for k, v in functions.items() if v) | {"run"}
+        if "subscribe" in self.capabilities and not protocol.implements("identify_event"):
+            raise TypeError("identify_event is required when subscribe is configured (R2.3)")
+        if "history" in self.capabilities and not protocol.implements("decode_history"):
+            raise TypeError("decode_history is required when history is configured (R2.3)")
+        self.transform_input = transform_input
+        self.transform_output = transform_output
+        self.accepted_file_types = tuple(accepted_file_types) if accepted_file_types else None
+        self.on_error = on_error
+        self.has_sequence = protocol.implements("event_sequence")
+        self.errors: list[tuple[str, BaseException]] = []
+
+    @property
+    def name(self) -> str:
+        return self.protocol.name
+
+    def report_error(self, capability: str, err: BaseException) -> None:
+        self.errors.append((capability, err))
+        if self.on_error is not None:
+            try:
+                self.on_error(capability, err)
+            except Exception:  # noqa: BLE001 - onError must not break decoding
+                pass
+
+    def decoder(self, session_id: str) -> SessionDecoder:
+        """Per-session decoding state (R10.1: never on the adapter instance)."""
+        return SessionDecoder(self, session_id)
+
+    def encode(self, input: Any, ctx: EncodeContext) -> Any:
+        body = self.protocol.encode_input(input, ctx)
+        if self.transform_input is not None:
+            body = self.transform_input(body, ctx)
+        return body
+
+    def __repr__(self) -> str:
+        return f"<Adapter {self.name} capabilities={sorted(self.capabilities)}>"
+
+
+def create_adapter(
+    protocol: AdapterProtocol,
+    *,
+    run: Capability | bool | None = True,
+    subscribe: Capability | bool | None = None,
+    resume: Capability | bool | None = None,
+    abort: Capability | bool | None = None,
+    steer: Capability | bool | None = None,
+    regenerate: Capability | bool | None = None,
+    edit: Capability | bool | None = None,
+    history: Capability | bool | None = None,
+    transform_input: Callable[[Any, Any], Any] | None = None,
+    transform_output: Callable[[list[ProtocolUpdate], Any, DecodeContext], Iterable[Any]] | None = None,
+    accepted_file_types: Iterable[str] | None = None,
+    on_error: Callable[[str, BaseException], None] | None = None,
+) -> Adapter:
+    """chatkit's ``createAdapter``: a protocol plus capability functions.
+
+    A capability is an (async) function, ``True`` to declare it without a
+    function (decoding recorded traffic, where the recording answered the
+    calls), or ``None``/``False`` for absent (R2.1).
+    """
+    return Adapter(
+        protocol,
+        {
+            "run": run,
+            "subscribe": subscribe,
+            "resume": resume,
+            "abort": abort,
+            "steer": steer,
+            "regenerate": regenerate,
+            "edit": edit,
+            "history": history,
+        },
+        transform_input=transform_input,
+        transform_output=transform_output,
+        accepted_file_types=accepted_file_types,
+        on_error=on_error,
+    )

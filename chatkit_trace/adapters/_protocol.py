@@ -1,0 +1,157 @@
+"""The adapter protocol: what a protocol author writes (SPEC R2.3).
+
+Subclass :class:`AdapterProtocol` and implement ``encode_input`` and
+``decode_event``; the other hooks are optional and absent by default.  The
+factory (:func:`~chatkit_trace.adapters.create_adapter`) does the rest:
+requests, cancellation, per-(session, run) decode state, deduplication by
+outer event id and subscription routing.
+
+TypeScript names: ``encodeInput`` is :meth:`encode_input`, ``decodeEvent``
+:meth:`decode_event`, ``projectInput`` :meth:`project_input`,
+``identifyEvent`` :meth:`identify_event`, ``decodeHistory``
+:meth:`decode_history`, ``replayHistory`` :meth:`replay_history`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import HistoryResult, RuntimeMessage
+from ._updates import ProtocolUpdate
+
+__all__ = [
+    "AdapterProtocol",
+    "DecodeContext",
+    "EncodeContext",
+    "EventIdentity",
+    "StreamEvent",
+    "RunRequest",
+    "AbortRequestArgs",
+    "ResumeRequestArgs",
+    "HistoryRequestArgs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """``{data, eventId?}`` (SPEC R2.2): one event of a stream."""
+
+    data: Any
+    event_id: str | None = None
+
+
+@dataclass(slots=True)
+class DecodeContext:
+    """What ``decode_event`` knows about the event (``{sessionId, runId, eventId?}``).
+
+    ``state`` is this (session, run)'s decode state (tool-argument fragments,
+    text segments …): a dict owned by the factory, created on first use and
+    released at the run's terminal update or when the run is unbound (R2.7).
+    ``source`` is ``stream`` or ``history``.
+    """
+
+    session_id: str
+    run_id: str
+    event_id: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+    source: str = "stream"
+
+
+@dataclass(frozen=True, slots=True)
+class EncodeContext:
+    """``{sessionId, runId, messages}`` for ``encode_input``: ``messages`` are
+    the session's messages before this run."""
+
+    session_id: str
+    run_id: str
+    messages: tuple[RuntimeMessage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EventIdentity:
+    """``identifyEvent``'s answer (SPEC R2.6, R11.2): whose event this is."""
+
+    run_id: str
+    session_id: str | None = None
+    starts_run: bool = False
+    ends_response: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What run / regenerate / edit capability functions receive."""
+
+    session_id: str
+    run_id: str
+    body: Any
+    messages: tuple[RuntimeMessage, ...] = ()
+    target_run_id: str | None = None
+    input: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortRequestArgs:
+    session_id: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRequestArgs:
+    session_id: str
+    run_id: str
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRequestArgs:
+    session_id: str
+    cursor: str | None = None
+
+
+class AdapterProtocol:
+    """Base class of protocol implementations.  Override what you need.
+
+    A hook left as the base implementation counts as absent: e.g. without
+    :meth:`project_input` the backend must echo the user message (R4.5).
+    """
+
+    #: Registry name (``openai``, ``adk`` …); custom adapters pick their own.
+    name: str = "custom"
+
+    def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
+        """The request body for ``input`` (required)."""
+        raise NotImplementedError
+
+    def decode_event(self, event: Any, ctx: DecodeContext) -> Sequence[ProtocolUpdate | dict[str, Any]]:
+        """Decode one event, synchronously, sending nothing (required)."""
+        raise NotImplementedError
+
+    def project_input(self, input: Any, ctx: EncodeContext) -> Sequence[RuntimeMessage] | None:
+        """The user messages to show for ``input`` at dispatch (R4.5), or ``None``."""
+        return None
+
+    def identify_event(self, event: Any) -> EventIdentity | None:
+        """The run an interleaved subscription event belongs to (R2.6, R11.2)."""
+        return None
+
+    def decode_history(self, value: Any, session_id: str) -> HistoryResult:
+        """A HistoryResult from the history capability's JSON (R8)."""
+        raise NotImplementedError
+
+    def replay_history(self, value: Any, session_id: str) -> Iterable[tuple[Any, RuntimeMessage]] | None:
+        """History as live-shaped ``(event, message)`` steps (R13.8), or ``None``."""
+        return None
+
+    def event_sequence(self, event: Any) -> int | float | None:
+        """A source sequence the event carries (R3.2), if the protocol has one."""
+        return None
+
+    # -- introspection used by the factory -------------------------------------------
+
+    def implements(self, hook: str) -> bool:
+        """Whether a hook is overridden (not the base class's default)."""
+        mine = getattr(type(self), hook, None)
+        base = getattr(AdapterProtocol, hook, None)
+        return mine is not None and mine is not base

@@ -1,0 +1,61 @@
+"""The ``chatkit-trace`` command line.
+
+Each command lives in its own module, which provides ``add_parser(sub)``
+(registering its arguments) and ``run(args) -> int`` (the exit code).  A user
+mistake becomes one clear line on stderr and exit code 2, never a traceback
+(:class:`UsageError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .core import ChatkitTraceError
+
+#: command name -> module (relative to chatkit_trace) providing add_parser/run.
+COMMANDS: dict[str, str] = {
+    "admit": "chatkit_trace.admit",
+    "demo": "chatkit_trace.demo",
+}
+
+
+class UsageError(ChatkitTraceError):
+    """A user mistake: printed as one line, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chatkit-trace",
+        description="Record, decode and diagnose chat backends' streaming traffic against chatkit's Core.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"chatkit-trace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        importlib.import_module(module).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except (UsageError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
+        print(f"chatkit-trace {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Example adapters: the seed's "my protocol" rewritten in Python."""

@@ -1,0 +1,187 @@
+"""The seed's "my protocol" example adapter, rewritten in Python.
+
+A hypothetical SSE protocol used to show how an adapter is written: each
+event is one ``id:`` (event number) plus one ``data:`` JSON line::
+
+    {"type": "started", "run": "r1"}                 the backend's run id
+    {"type": "text", "text": "…"}                    a piece of answer text
+    {"type": "tool", "id": "c1", "name": "lookup", "args": {…}}
+    {"type": "tool_result", "id": "c1", "result": …}
+    {"type": "done"}                                 the run completed
+    {"type": "error", "code": "…", "message": "…", "retryable"?: bool}
+
+Routes (chatkit's example): ``POST /sessions/{sid}/runs`` (run),
+``GET /sessions/{sid}/runs/{rid}/events?after=`` (resume),
+``POST /sessions/{sid}/runs/{rid}/stop`` (abort), ``GET /sessions/{sid}/runs``
+(history: ``{"runs": [{id, status, input, created_at, frames, error?}]}``).
+
+Id scheme (R4.3, R4.4): the answer is ``assistant:{runId}``; text parts are
+``text:{segment}`` where a tool call opens a new segment; tool calls are
+``tool:{toolCallId}``; the user message is ``user:{runId}`` with part
+``text``.  Live and history build messages with the same :class:`Answer`, so
+a refresh never renders anything twice.
+
+Register it like any custom adapter: ``--profile
+chatkit_trace.examples.my_protocol:MyProtocol`` (or the short name
+``myproto``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..adapters import (
+    AdapterProtocol,
+    CompletedUpdate,
+    DecodeContext,
+    EncodeContext,
+    EventIdentity,
+    FailedUpdate,
+    MessageUpdate,
+    ProtocolUpdate,
+)
+from ..core import ABSENT, ActiveRun, HistoryResult, HistoryRunSnapshot, RunError, RuntimeMessage, SessionInfo, TextPart, ToolCallPart, freeze
+
+__all__ = ["MyProtocol", "Answer", "to_user_message", "input_text"]
+
+
+def input_text(input: Any) -> str:
+    if isinstance(input, Mapping):
+        return str(input.get("text", ""))
+    return str(input or "")
+
+
+class Answer:
+    """One answer's content; live and history both build it (same ids)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.parts: list[Any] = []
+        self.segment = 0
+
+    @property
+    def message_id(self) -> str:
+        return f"assistant:{self.run_id}"
+
+    def append_text(self, text: str) -> str:
+        pid = f"text:{self.segment}"
+        for i, part in enumerate(self.parts):
+            if part.id == pid:
+                # Objects handed to the Core are frozen: replace, never mutate (R13.1).
+                self.parts[i] = TextPart(pid, part.text + text)
+                return pid
+        self.parts.append(TextPart(pid, text))
+        return pid
+
+    def apply_tool(self, event: Mapping[str, Any]) -> None:
+        pid = f"tool:{event['id']}"
+        if event["type"] == "tool":
+            self.parts.append(
+                ToolCallPart(pid, str(event["id"]), str(event["name"]), args=freeze(event.get("args", {})))
+            )
+            self.segment += 1
+            return
+        for i, part in enumerate(self.parts):
+            if part.id == pid and isinstance(part, ToolCallPart):
+                self.parts[i] = ToolCallPart(
+                    part.id, part.tool_call_id, part.tool_name, args=part.args, result=freeze(event.get("result"))
+                )
+
+    def to_message(self) -> RuntimeMessage:
+        return RuntimeMessage(self.message_id, "assistant", tuple(self.parts), run_id=self.run_id)
+
+
+def to_user_message(run_id: str, text: str) -> RuntimeMessage:
+    return RuntimeMessage(f"user:{run_id}", "user", (TextPart("text", text),), run_id=run_id)
+
+
+def _apply(event: Mapping[str, Any], answer: Answer) -> list[ProtocolUpdate]:
+    kind = event.get("type")
+    if kind == "done":
+        return [CompletedUpdate()]
+    if kind == "error":
+        error = RunError(
+            str(event.get("code", "")), str(event.get("message", "")), event.get("retryable")
+        )
+        return [FailedUpdate(error)]
+    if kind == "started":
+        return []
+    if kind == "text":
+        answer.append_text(str(event.get("text", "")))
+    elif kind in ("tool", "tool_result"):
+        answer.apply_tool(event)
+    else:
+        return []  # unknown events decode to [] (R2.4)
+    return [MessageUpdate(answer.to_message())]
+
+
+class MyProtocol(AdapterProtocol):
+    """The seed's ``createMyAdapter`` protocol."""
+
+    name = "myproto"
+
+    def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
+        return {"text": input_text(input)}
+
+    def project_input(self, input: Any, ctx: EncodeContext) -> list[RuntimeMessage]:
+        return [to_user_message(ctx.run_id, input_text(input))]
+
+    def identify_event(self, event: Any) -> EventIdentity | None:
+        if not isinstance(event, Mapping) or not event.get("run"):
+            return None
+        kind = event.get("type")
+        return EventIdentity(
+            run_id=str(event["run"]), starts_run=kind == "started", ends_response=kind in ("done", "error")
+        )
+
+    def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
+        if not isinstance(event, Mapping):
+            return []
+        answer = ctx.state.get("answer")
+        if answer is None:
+            answer = ctx.state["answer"] = Answer(ctx.run_id)
+        return _apply(event, answer)
+
+    def decode_history(self, value: Any, session_id: str) -> HistoryResult:
+        if not isinstance(value, Mapping) or not isinstance(value.get("runs"), list):
+            raise ValueError("history has no runs")
+        messages: list[RuntimeMessage] = []
+        snapshots: list[HistoryRunSnapshot] = []
+        active: ActiveRun | None = None
+        runs = value["runs"]
+        for run in runs:
+            answer = Answer(run["id"])
+            for frame in run.get("frames", []):
+                _apply(frame.get("event", {}), answer)
+            messages.append(to_user_message(run["id"], run.get("input", "")))
+            if answer.parts:
+                messages.append(answer.to_message())
+            if run.get("status") == "running":
+                frames = run.get("frames") or []
+                last = frames[-1].get("id") if frames else None
+                active = ActiveRun(run["id"], last)
+            else:
+                err = run.get("error")
+                snapshots.append(
+                    HistoryRunSnapshot(
+                        id=run["id"],
+                        status=run.get("status"),
+                        origin="remote",
+                        phase="idle",
+                        created_at=run.get("created_at"),
+                        error=RunError(str(err.get("code", "")), str(err.get("message", "")))
+                        if isinstance(err, Mapping)
+                        else ABSENT,
+                        interrupt_reason="protocol" if run.get("status") == "interrupted" else ABSENT,
+                    )
+                )
+        status = "running" if active else ("error" if runs and runs[-1].get("status") == "failed" else "idle")
+        return HistoryResult(
+            messages=tuple(messages),
+            has_more=False,
+            run_snapshots=tuple(snapshots),
+            active_run=active,
+            session=SessionInfo(session_id, status),
+        )
+
