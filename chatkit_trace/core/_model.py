@@ -70,6 +70,14 @@ def _extra(obj: Mapping[str, Any], known: frozenset[str]) -> FrozenDict:
 # --------------------------------------------------------------------------- parts
 
 
+def _freeze_fields(obj: Any, names: tuple[str, ...]) -> None:
+    """Deep-freeze mutable JSON fields of a frozen dataclass (R13.1)."""
+    for name in names:
+        value = getattr(obj, name)
+        if type(value) in (dict, list, tuple):
+            object.__setattr__(obj, name, freeze(value))
+
+
 class _TextLike:
     """Shared implementation of TextPart and ReasoningPart (lazy chunks).
 
@@ -206,6 +214,9 @@ class ToolCallPart:
     extra: FrozenDict = field(default=_EMPTY, compare=True)
     type: ClassVar[str] = "tool-call"
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, ("args", "result", "partial_result", "extra"))
+
     @property
     def effective_status(self) -> str:
         return get_tool_call_status(self)
@@ -248,6 +259,9 @@ class MediaPart:
     extra: FrozenDict = _EMPTY
     type: ClassVar[str] = "media"
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, ("source", "extra"))
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "type": "media"}
         if self.attachment_id is not ABSENT:
@@ -273,6 +287,9 @@ class DataPart:
     data: Any = None
     extra: FrozenDict = _EMPTY
     type: ClassVar[str] = "data"
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, ("data", "extra"))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "type": "data", "kind": self.kind, "data": thaw(self.data)}
@@ -355,6 +372,11 @@ class RuntimeMessage:
     created_at: Any = None
     metadata: Any = ABSENT
     extra: FrozenDict = _EMPTY
+
+    def __post_init__(self) -> None:
+        if type(self.parts) is not tuple:
+            object.__setattr__(self, "parts", tuple(self.parts))
+        _freeze_fields(self, ("metadata", "extra"))
 
     def part(self, part_id: str) -> RuntimePart | None:
         for p in self.parts:
