@@ -366,15 +366,15 @@ class ChatCore:
                 self._invalid(err)
                 return rejected(R.INVALID_MESSAGE, err.rule)
         msg = message.with_run_id(run_id)  # R13.2
-        err = check_message(msg, "live")
+        pos = self._index.get(msg.id) if type(msg.id) is str else None
+        old = self._messages[pos] if pos is not None else None
+        err = check_message(msg, "live", old)
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
         if run.view.status != S.RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
-        pos = self._index.get(msg.id)
-        if pos is not None:
-            old = self._messages[pos]
+        if old is not None:
             if old.run_id is not None and old.run_id != run_id:
                 return rejected(R.INVALID_TRANSITION, f"message {msg.id!r} belongs to run {old.run_id!r}")
             if old == msg:

@@ -170,8 +170,15 @@ def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
     return InvalidMessageError("part-type", mid, pid if isinstance(pid, str) else None, source)
 
 
-def check_message(msg: Any, source: str = "live") -> InvalidMessageError | None:
-    """The first rule ``msg`` breaks, or ``None`` when it is valid."""
+def check_message(
+    msg: Any, source: str = "live", previous: RuntimeMessage | None = None
+) -> InvalidMessageError | None:
+    """The first rule ``msg`` breaks, or ``None`` when it is valid.
+
+    ``previous`` is the admitted message this one replaces: parts that are the
+    very same (immutable) objects were validated then and are not checked
+    again, so re-sending a long message with one changed part costs little.
+    """
     if not isinstance(msg, RuntimeMessage):
         return InvalidMessageError("message-shape", None, None, source, "not a RuntimeMessage")
     mid = msg.id
@@ -196,10 +203,12 @@ def check_message(msg: Any, source: str = "live") -> InvalidMessageError | None:
     if len(parts) == 1:
         return _check_part(parts[0], mid, source)
     seen: set[str] = set()
+    known = {id(p) for p in previous.parts} if previous is not None and len(previous.parts) > 4 else ()
     for part in parts:
-        err = _check_part(part, mid, source)
-        if err is not None:
-            return err
+        if id(part) not in known:
+            err = _check_part(part, mid, source)
+            if err is not None:
+                return err
         if part.id in seen:
             return InvalidMessageError("part-id-unique", mid, part.id, source, "part ids repeat")
         seen.add(part.id)
