@@ -1126,8 +1126,13 @@ class ChatCore:
         result = read
         history_ids = {m.id for m in result.messages}
         active = {rid for rid, r in self._runs.items() if r.view.active}
-        live_tail = [m for m in self._messages if m.run_id in active and m.id not in history_ids]
-        self._messages = PVec(list(result.messages) + live_tail)
+        live = {m.id: m for m in self._messages if m.run_id in active}
+        # A run still streaming here is ahead of any history read: its live
+        # messages win over history's copies (R8.3, R8.4: a refresh may come
+        # at any time and must not rewind what is being streamed).
+        merged = [live.get(m.id, m) for m in result.messages]
+        live_tail = [m for m in live.values() if m.id not in history_ids]
+        self._messages = PVec(merged + live_tail)
         self._rebuild_index()
         for run in self._runs.values():
             run.message_ids = {m.id for m in self._messages if m.run_id == run.view.id}
@@ -1149,7 +1154,11 @@ class ChatCore:
                     new = self._new_run(view)
                     new.sealed = view.terminal
                     new.message_ids = {m.id for m in self._messages if m.run_id == snap.id}
-                elif not run.sealed and snap.status in S.TERMINAL:
+                elif (
+                    not run.sealed
+                    and snap.status in S.TERMINAL
+                    and S.next_run_status(run.view.status, f"calibrate-{snap.status}") is not None
+                ):
                     self._settle(
                         run,
                         snap.status,
