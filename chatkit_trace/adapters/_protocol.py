@@ -144,6 +144,13 @@ class AdapterProtocol:
         """History as live-shaped ``(event, message)`` steps (R13.8), or ``None``."""
         return None
 
+    def decode_input(self, body: Any) -> Any:
+        """chatkit-trace's extension: the chat input a recorded request body
+        carried (the inverse of :meth:`encode_input`), so replaying a recording
+        can project the user's message as the UI did (R4.5).  ``None`` when
+        the body has no user input (e.g. an OpenAI tool-loop continuation)."""
+        return None
+
     def event_sequence(self, event: Any) -> int | float | None:
         """A source sequence the event carries (R3.2), if the protocol has one."""
         return None
