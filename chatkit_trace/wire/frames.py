@@ -1,0 +1,410 @@
+"""Frames: the one shape every transport is normalised into, and their JSON.
+
+A *frame* is one unit the chat protocol sends: an SSE event, a WebSocket
+message, a line of an NDJSON body, or a whole JSON body. Frames are the
+recorder's source of truth (ARCHITECTURE.md, "Raw frames are the source of
+truth"): adapters decode them, and everything else can be recomputed from
+them. A frame that could not be decoded is still a frame, with its
+:class:`~chatkit_trace.wire.errors.DecodeError` in ``error``, so the viewer
+can show it where it arrived.
+
+:func:`event_json` is the step chatkit's SSE reader takes before
+``decodeEvent`` (SPEC R2.8): parse the data as JSON and write the SSE
+``event:`` field into the object as ``event``; OpenAI's ``[DONE]`` sentinel
+comes back as :data:`DONE` instead of a JSON error.
+
+:func:`reader_cutoff` answers SPEC R2.5 for one response: "a parse or
+decode error ends that read: later frames of that response never reach the
+Core". chatkit-trace still stores and shows those later frames; adapters
+and analyzers use the cutoff to know which ones chatkit would have decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from .errors import DecodeError, DecodeErrorKind, WireDecodeError, excerpt_at
+from .sse import DEFAULT_MAX_LINE, SSEEvent
+
+__all__ = [
+    "DONE",
+    "DecodeError",
+    "DoneType",
+    "Frame",
+    "NDJSONSplitter",
+    "WireDecodeError",
+    "admitted",
+    "body_frame",
+    "event_json",
+    "frame_from_sse",
+    "reader_cutoff",
+]
+
+TRANSPORTS = ("sse", "ws", "body", "ndjson")
+DIRECTIONS = ("in", "out")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of one exchange (see the module docstring).
+
+    Attributes:
+        exchange_index: the HTTP exchange (flow) it belongs to.
+        index: position within its exchange, from 0.
+        transport: ``'sse'``, ``'ws'``, ``'body'`` or ``'ndjson'``.
+        direction: ``'in'`` (server to client) or ``'out'`` (client to server).
+        text: the text (SSE data, a text message, a line, a body), or None.
+        raw: the bytes of a binary WebSocket message, or of a truncated SSE
+            event (what had arrived), else None.
+        event: the SSE ``event:`` field, or None.
+        event_id: the SSE ``id:`` field of this event (the outer eventId of
+            R2.8/R11.7), or None.
+        start: first byte in the exchange's decoded body (None for ws).
+        end: byte after the frame (exclusive; None for ws).
+        at: arrival time, seconds since the epoch.
+        error: what went wrong decoding this frame, or None.
+        data_offsets: for SSE, the stream offset of each ``data`` line's
+            value, so a JSON error position maps to an exact byte; None when
+            ``text`` is contiguous from ``start``.
+    """
+
+    exchange_index: int
+    index: int
+    transport: str
+    direction: str
+    text: str | None
+    raw: bytes | None = None
+    event: str | None = None
+    event_id: str | None = None
+    start: int | None = None
+    end: int | None = None
+    at: float = 0.0
+    error: DecodeError | None = None
+    data_offsets: tuple[int, ...] | None = None
+
+
+class DoneType:
+    """The type of :data:`DONE`; there is one instance."""
+
+    _instance: DoneType | None = None
+
+    def __new__(cls) -> DoneType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DONE"
+
+    def __reduce__(self) -> str:
+        return "DONE"
+
+
+DONE: Final = DoneType()
+"""OpenAI's ``data: [DONE]`` end-of-stream sentinel, as :func:`event_json` returns it."""
+
+
+def frame_from_sse(event: SSEEvent, exchange_index: int, index: int, at: float) -> Frame:
+    """The frame of one SSE event (``direction='in'``).
+
+    A block that WHATWG does not dispatch (a keepalive seen with
+    ``emit_empty``, a block whose only line was dropped) becomes a frame with
+    ``text=None``, which :func:`event_json` treats as nothing to decode;
+    a truncated final event keeps the data that had arrived.
+    """
+    error = event.error
+    keep = event.dispatched or (error is not None and error.kind == DecodeErrorKind.TRUNCATED_EVENT)
+    return Frame(
+        exchange_index,
+        index,
+        "sse",
+        "in",
+        event.data if keep else None,
+        event.raw,
+        event.event,
+        event.id,
+        event.start,
+        event.end,
+        at,
+        event.error,
+        event.data_offsets,
+    )
+
+
+def _decode_text(data: bytes, start: int) -> tuple[str, DecodeError | None]:
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        error = DecodeError(
+            DecodeErrorKind.INVALID_UTF8,
+            f"invalid UTF-8 ({exc.reason}); decoded as U+FFFD like a browser would",
+            start + exc.start,
+            start + exc.end,
+            excerpt_at(data, exc.start),
+        )
+        return data.decode("utf-8", "replace"), error
+
+
+def body_frame(
+    content: bytes,
+    exchange_index: int,
+    at: float,
+    *,
+    index: int = 0,
+    direction: str = "in",
+    start: int = 0,
+) -> Frame:
+    """A whole (decoded) JSON body as one frame, ``transport='body'``."""
+    text, error = _decode_text(content, start)
+    return Frame(
+        exchange_index, index, "body", direction, text, None, None, None,
+        start, start + len(content), at, error,
+    )
+
+
+# -- JSON ---------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON (JavaScript's JSON.parse rejects it)")
+
+
+# JSON.parse, not Python: NaN / Infinity are errors. A decoder instance keeps
+# the C scanner, unlike json.loads with keyword arguments.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def event_json(
+    frame: Frame, *, overwrite_event: bool = False
+) -> tuple[object | None, DecodeError | None]:
+    """Parse a frame's text as JSON, as chatkit's SSE reader does (SPEC R2.8).
+
+    Returns ``(value, None)``, ``(DONE, None)`` for ``[DONE]``, ``(None,
+    None)`` for a frame with nothing to decode (a keepalive block), or
+    ``(None, error)``. The error is a ``bad-json`` DecodeError whose offset
+    is the byte in the stream where parsing failed, or the frame's own error
+    when its content was lost (truncated event, dropped line, corrupt
+    encoding), or ``binary-message`` for a binary WebSocket message that is
+    not UTF-8 JSON. A frame's non-fatal ``invalid-utf8`` stays on the frame.
+
+    The SSE ``event:`` field: when the value is an object, it is written
+    into it as ``"event"``. chatkit-trace's decision: an ``"event"`` key the
+    JSON already has is kept (the backend's own field is more specific than
+    the SSE type), unless ``overwrite_event=True``. A new dict is returned;
+    nothing is shared with the frame.
+    """
+    error = frame.error
+    if error is not None and error.content_lost:
+        return None, error
+    text = frame.text
+    if text is None:
+        if frame.raw is None:
+            return None, None
+        return None, _binary_error(frame.raw)
+    if text == "[DONE]":
+        return DONE, None
+    try:
+        value = _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        return None, _bad_json(frame, text, exc.pos, f"{exc.msg} (line {exc.lineno} column {exc.colno})")
+    except (ValueError, RecursionError) as exc:
+        return None, _bad_json(frame, text, 0, str(exc) or type(exc).__name__)
+    if frame.event is not None and frame.transport == "sse" and isinstance(value, dict):
+        if overwrite_event or "event" not in value:
+            value["event"] = frame.event
+    return value, None
+
+
+def _bad_json(frame: Frame, text: str, pos: int, why: str) -> DecodeError:
+    at = byte_offset(frame, pos)
+    if not text.strip():
+        message = "the data is empty, not JSON" if not text else "the data is only whitespace, not JSON"
+    else:
+        message = f"not JSON: {why}"
+    encoded = text.encode("utf-8", "surrogatepass")
+    local = len(text[:pos].encode("utf-8", "surrogatepass"))
+    return DecodeError(DecodeErrorKind.BAD_JSON, message, at, at + 1 if text else at, excerpt_at(encoded, local))
+
+
+def _binary_error(raw: bytes) -> DecodeError:
+    return DecodeError(
+        DecodeErrorKind.BINARY_MESSAGE,
+        f"a {len(raw)}-byte binary message that is not UTF-8 JSON",
+        0,
+        len(raw),
+        excerpt_at(raw, 0),
+    )
+
+
+def byte_offset(frame: Frame, pos: int) -> int:
+    """The stream offset of character ``pos`` of ``frame.text``.
+
+    Exact for valid UTF-8 (for SSE it walks the data lines with
+    ``data_offsets``); where the text holds U+FFFD from invalid bytes the
+    offset can be off by a few bytes. For a WebSocket frame (no ``start``)
+    it counts from the start of the message.
+    """
+    text = frame.text or ""
+    pos = max(0, min(pos, len(text)))
+    offsets = frame.data_offsets
+    if offsets:
+        line_start = 0
+        for k, offset in enumerate(offsets):
+            newline = text.find("\n", line_start)
+            if newline < 0 or pos <= newline or k == len(offsets) - 1:
+                return offset + len(text[line_start:pos].encode("utf-8", "surrogatepass"))
+            line_start = newline + 1
+    base = frame.start or 0
+    return base + len(text[:pos].encode("utf-8", "surrogatepass"))
+
+
+# -- R2.5: where chatkit's reader stops ---------------------------------------
+
+
+def reader_cutoff(frames: Sequence[Frame]) -> int | None:
+    """Position in ``frames`` where chatkit's reader stops, or None (SPEC R2.5).
+
+    ``frames`` are one exchange's frames in order. The frame at the returned
+    position is the first incoming frame whose decoding fails in a way that
+    ends chatkit's read (``DecodeError.stops_reader``: bad JSON, a
+    truncated event, corrupt Content-Encoding, a non-JSON binary message);
+    it and every frame after it never reach ``decodeEvent``. Outgoing frames
+    and frames with nothing to decode are skipped. The terminal-update stop
+    of R2.5a is the adapter's to decide, not this function's.
+    """
+    for position, frame in enumerate(frames):
+        if frame.direction != "in":
+            continue
+        _, error = event_json(frame)
+        if error is not None and error.stops_reader:
+            return position
+        if frame.error is not None and frame.error.stops_reader:
+            return position
+    return None
+
+
+def admitted(frames: Sequence[Frame]) -> Sequence[Frame]:
+    """The frames chatkit's reader decodes: those before :func:`reader_cutoff`."""
+    cut = reader_cutoff(frames)
+    return frames if cut is None else frames[:cut]
+
+
+# -- NDJSON -------------------------------------------------------------------
+
+
+class NDJSONSplitter:
+    """Incremental splitter of ``application/x-ndjson`` / ``application/jsonl`` bodies.
+
+    Each non-blank line (LF-terminated, a CR before the LF is dropped)
+    becomes one ``transport='ndjson'`` frame; the last line may lack its LF
+    (many servers omit it), so :meth:`flush` turns it into a frame too.
+    Lines longer than ``max_line`` (counting a CR before the LF) are dropped
+    as soon as they cross the limit and come out as a frame with
+    ``text=None`` and a ``line-too-long`` error (its ``end`` is the LF).
+    Offsets are in the decoded body, as for SSE.
+
+    Args:
+        exchange_index: the exchange the frames belong to.
+        first_index: index of the first frame produced.
+        direction: ``'in'`` for a response body, ``'out'`` for a request.
+        max_line: longest line kept, in bytes.
+    """
+
+    def __init__(
+        self,
+        exchange_index: int,
+        *,
+        first_index: int = 0,
+        direction: str = "in",
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self.exchange_index = exchange_index
+        self.next_index = first_index
+        self.direction = direction
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._pos = 0  # offset just after the last byte fed
+        self._skip: tuple[int, bytes] | None = None  # (start, head) of a dropped line
+
+    def feed(self, chunk: bytes, at: float) -> list[Frame]:
+        """Consume ``chunk``; return the frames of the lines it completes."""
+        out: list[Frame] = []
+        if self._skip is not None and chunk:
+            chunk = self._skip_line(chunk, at, out)
+        if not chunk:
+            return out
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            self._buf += chunk
+            self._pos += len(chunk)
+            if len(self._buf) > self.max_line:
+                self._skip = (self._pos - len(self._buf), bytes(self._buf[:64]))
+                self._buf = bytearray()
+            return out
+        base = self._pos - len(self._buf)
+        self._buf += chunk[: last + 1]
+        data = bytes(self._buf)
+        self._buf = bytearray(chunk[last + 1 :])
+        self._pos += len(chunk)
+        for line in data.split(b"\n")[:-1]:
+            self._line(line, base, at, out)
+            base += len(line) + 1
+        if len(self._buf) > self.max_line:
+            self._skip = (self._pos - len(self._buf), bytes(self._buf[:64]))
+            self._buf = bytearray()
+        return out
+
+    def flush(self, at: float) -> list[Frame]:
+        """End of body: the last line, even without its LF."""
+        out: list[Frame] = []
+        if self._skip is not None:
+            self._dropped(self._skip[0], self._pos, self._skip[1], at, out)
+            self._skip = None
+        if self._buf:
+            line = bytes(self._buf)
+            self._buf = bytearray()
+            self._line(line, self._pos - len(line), at, out)
+        return out
+
+    def _skip_line(self, chunk: bytes, at: float, out: list[Frame]) -> bytes:
+        i = chunk.find(b"\n")
+        if i < 0:
+            self._pos += len(chunk)
+            return b""
+        assert self._skip is not None
+        self._dropped(self._skip[0], self._pos + i, self._skip[1], at, out)
+        self._skip = None
+        self._pos += i + 1
+        return chunk[i + 1 :]
+
+    def _line(self, line: bytes, start: int, at: float, out: list[Frame]) -> None:
+        if len(line) > self.max_line:  # measured with a CR, as the buffer is
+            self._dropped(start, start + len(line), line[:64], at, out)
+            return
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line.strip():
+            return
+        text, error = _decode_text(line, start)
+        out.append(self._frame(text, start, start + len(line), at, error))
+
+    def _dropped(self, start: int, end: int, head: bytes, at: float, out: list[Frame]) -> None:
+        error = DecodeError(
+            DecodeErrorKind.LINE_TOO_LONG,
+            f"a {end - start}-byte line exceeds the {self.max_line}-byte limit and was dropped",
+            start,
+            end,
+            excerpt_at(head, 0),
+        )
+        out.append(self._frame(None, start, end, at, error))
+
+    def _frame(self, text: str | None, start: int, end: int, at: float, error: DecodeError | None) -> Frame:
+        frame = Frame(
+            self.exchange_index, self.next_index, "ndjson", self.direction, text,
+            None, None, None, start, end, at, error,
+        )
+        self.next_index += 1
+        return frame
