@@ -619,8 +619,8 @@ def _part_summary(part: Mapping[str, Any]) -> str:
 def render_text(outcome: Outcome, width: int | None = None) -> str:
     """A readable report: one row per line, then the final snapshot.
 
-    Plain text (no colour, ASCII frames) so it can go to a file, a pipe or a
-    terminal alike.
+    Plain text (no colour, ASCII frames, no trailing newline) so it can go
+    to a file, a pipe or a terminal alike: ``print(render_text(outcome))``.
     """
     from rich import box
     from rich.console import Console
@@ -709,9 +709,15 @@ def render_text(outcome: Outcome, width: int | None = None) -> str:
         console.print(
             "history: loaded, "
             + ("reconciliation required" if h.get("reconciliationRequired") else "reconciled")
-            + (f", active run {h['activeRun']}" if "activeRun" in h else "")
+            + (
+                ""
+                if "activeRun" not in h
+                else ", no active run (known idle)"
+                if h["activeRun"] is None
+                else f", active run {h['activeRun'].get('runId')}"
+            )
         )
-    return buf.getvalue().rstrip("\n") + "\n"
+    return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
 
 
 # --------------------------------------------------------------------------- command line
@@ -734,7 +740,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     outcome = run_script(args.script)
-    text = render_json(outcome) if args.format == "json" else render_text(outcome)
+    text = render_json(outcome) if args.format == "json" else render_text(outcome) + "\n"
     sys.stdout.write(text)
     sys.stdout.flush()
     if outcome.failures:
