@@ -38,6 +38,7 @@ __all__ = [
     "WireDecodeError",
     "admitted",
     "body_frame",
+    "byte_offset",
     "event_json",
     "frame_from_sse",
     "reader_cutoff",
@@ -325,6 +326,7 @@ class NDJSONSplitter:
         self.next_index = first_index
         self.direction = direction
         self.max_line = max_line
+        self._head = min(64, max_line + 1)  # bytes kept of a dropped line
         self._buf = bytearray()
         self._pos = 0  # offset just after the last byte fed
         self._skip: tuple[int, bytes] | None = None  # (start, head) of a dropped line
@@ -341,8 +343,7 @@ class NDJSONSplitter:
             self._buf += chunk
             self._pos += len(chunk)
             if len(self._buf) > self.max_line:
-                self._skip = (self._pos - len(self._buf), bytes(self._buf[:64]))
-                self._buf = bytearray()
+                self._start_skip()
             return out
         base = self._pos - len(self._buf)
         self._buf += chunk[: last + 1]
@@ -353,8 +354,7 @@ class NDJSONSplitter:
             self._line(line, base, at, out)
             base += len(line) + 1
         if len(self._buf) > self.max_line:
-            self._skip = (self._pos - len(self._buf), bytes(self._buf[:64]))
-            self._buf = bytearray()
+            self._start_skip()
         return out
 
     def flush(self, at: float) -> list[Frame]:
@@ -369,6 +369,10 @@ class NDJSONSplitter:
             self._line(line, self._pos - len(line), at, out)
         return out
 
+    def _start_skip(self) -> None:
+        self._skip = (self._pos - len(self._buf), bytes(self._buf[: self._head]))
+        self._buf = bytearray()
+
     def _skip_line(self, chunk: bytes, at: float, out: list[Frame]) -> bytes:
         i = chunk.find(b"\n")
         if i < 0:
@@ -382,7 +386,7 @@ class NDJSONSplitter:
 
     def _line(self, line: bytes, start: int, at: float, out: list[Frame]) -> None:
         if len(line) > self.max_line:  # measured with a CR, as the buffer is
-            self._dropped(start, start + len(line), line[:64], at, out)
+            self._dropped(start, start + len(line), line[: self._head], at, out)
             return
         if line.endswith(b"\r"):
             line = line[:-1]

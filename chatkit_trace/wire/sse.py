@@ -129,6 +129,8 @@ class SSEParser:
             raise ValueError("max_line must be positive")
         self.max_line = max_line
         self.emit_empty = emit_empty
+        # Bytes kept of a dropped line: the same whether it came whole or in pieces.
+        self._head = min(_HEAD, max_line + 1)
         self.last_event_id = ""
         self.retry: int | None = None
         self.comments = 0
@@ -260,7 +262,7 @@ class SSEParser:
 
     def _start_skip(self) -> None:
         """The pending line crossed ``max_line``: drop it, keep only its head."""
-        self._skip = (self._pos - len(self._tail), bytes(self._tail[:_HEAD]))
+        self._skip = (self._pos - len(self._tail), bytes(self._tail[: self._head]))
         self._tail = bytearray()
 
     # -- lines --------------------------------------------------------------
@@ -275,7 +277,7 @@ class SSEParser:
                 if self._b_start is not None:
                     self._dispatch(pos, out)
             elif n > max_line and len(content) > max_line:
-                self._drop_line(pos, pos + len(content), content[:_HEAD])
+                self._drop_line(pos, pos + len(content), content[: self._head])
             else:
                 if self._b_start is None:
                     self._b_start = pos
