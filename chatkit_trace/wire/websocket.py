@@ -7,9 +7,9 @@ fragments. The message's JSON is the event, so a shared-WebSocket
 subscription is analysed exactly like an SSE stream (:func:`event_json`,
 :func:`reader_cutoff`).
 
-- A text message: ``text`` is its content (RFC 6455 requires UTF-8; if it
-  is not, U+FFFD and an ``invalid-utf8`` error, as a browser would fail the
-  connection, is recorded rather than raised).
+- A text message: ``text`` is its content. RFC 6455 requires UTF-8 (a
+  browser would fail the connection); invalid bytes become U+FFFD and an
+  ``invalid-utf8`` error on the frame, recorded rather than raised.
 - A binary message: ``raw`` is its bytes, and ``text`` too when they are
   UTF-8 JSON; otherwise ``text=None`` and :func:`event_json` says
   ``binary-message``.
