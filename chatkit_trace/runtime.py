@@ -115,9 +115,8 @@ async def stream_events(result: Any) -> AsyncIterator[StreamEvent]:
         async for chunk in _response_chunks(result):
             for ev in parser.feed(chunk):
                 yield _sse_to_event(ev, event_json)
-        for ev in parser.flush() or ():
-            if hasattr(ev, "data"):
-                yield _sse_to_event(ev, event_json)
+        # An incomplete final event is never dispatched (WHATWG), so flush() only reports.
+        parser.flush()
         return
     async for item in result:
         if isinstance(item, StreamEvent):
@@ -133,23 +132,9 @@ class _DecodeFailure(Exception):
 
 
 def _sse_to_event(ev: Any, event_json: Any) -> StreamEvent:
-    from .wire import Frame
+    from .wire import frame_from_sse
 
-    frame = Frame(
-        exchange_index=0,
-        index=0,
-        transport="sse",
-        direction="in",
-        text=ev.data,
-        raw=None,
-        event=ev.event,
-        event_id=ev.id,
-        start=ev.start,
-        end=ev.end,
-        at=0.0,
-        error=None,
-    )
-    value, error = event_json(frame)
+    value, error = event_json(frame_from_sse(ev, 0, 0, 0.0))
     if error is not None:
         raise _DecodeFailure(error.message)
     return StreamEvent(value, ev.id)
