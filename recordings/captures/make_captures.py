@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from realservers import harness  # noqa: E402
-from realservers.harness import Exchange, RawResponse  # noqa: E402
+from realservers import harness
+from realservers.harness import Exchange, RawResponse
 
 MAX_FILE = 20 * 1024
 SUFFIXES = (".sse", ".json", ".txt")
@@ -125,7 +125,8 @@ def capture_a2a() -> None:
     _clean(out)
     with harness.a2a_server() as srv:
         card = Exchange("a2a-agent-card", steps={"card": srv.agent_card()})
-        save(out, "agent-card", card, "GET /.well-known/agent-card.json (urls carry the run's port)")
+        save(out, "agent-card", card,
+             "GET /.well-known/agent-card.json (urls carry the run's port)")
         for version in harness.A2A_VERSIONS:
             tag = "v10" if version == "1.0" else "v03"
             for name in harness.A2A_SCENARIOS:

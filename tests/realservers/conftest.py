@@ -6,6 +6,7 @@ skips the tests that need it, or fails them when CHATKIT_REQUIRE_PEERS=1
 (see harness.peer_env).  Fixtures:
 
   adk_peer     -> harness.AdkServer     (google-adk api_server)
+  adk_bridge_peer -> harness.AdkServer  (same, started with --a2a: ADK's A2A bridge)
   a2a_peer     -> harness.A2AServer     (a2a-sdk, v1.0 and v0.3)
   hermes_peer  -> harness.HermesServer  (hermes-agent + fake_llm.py)
   openai_peer  -> harness.OpenAIServer  (litellm proxy + fake_llm.py)
@@ -13,7 +14,7 @@ skips the tests that need it, or fails them when CHATKIT_REQUIRE_PEERS=1
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,6 +33,12 @@ from .harness import (
 @pytest.fixture(scope="session")
 def adk_peer() -> Iterator[AdkServer]:
     with adk_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def adk_bridge_peer() -> Iterator[AdkServer]:
+    with adk_server(a2a_bridge=True) as srv:
         yield srv
 
 

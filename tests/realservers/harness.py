@@ -67,6 +67,8 @@ AdkServer (app ``chatkit_peer``, user ``u1``):
   errorCode), "fail" (model raises -> errorCode event + {"error"} frame),
   "slow" (client closes after ``slow_events`` frames; history then holds
   INVOCATION_ABORTED).  Steps: ``create``, ``stream``, ``history``.
+  With ``adk_server(a2a_bridge=True)`` ADK's own A2A bridge is mounted too:
+  ``a2a_bridge_stream(text, version)``, ``a2a_bridge_get_task(task_id, version)``.
 
 A2AServer (versions "1.0" and "0.3"; v1.0 sends ``A2A-Version: 1.0``):
   ``message(text, version, task_id=None, context_id=None)`` (dict),
@@ -140,8 +142,9 @@ import tempfile
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, ClassVar
 
 import pytest
 
@@ -158,7 +161,8 @@ A2A_SCENARIOS = ("text", "tool", "fail", "crash", "input", "slow_cancel", "conte
 A2A_VERSIONS = ("1.0", "0.3")
 HERMES_SCENARIOS = (
     "runs_text", "runs_tool", "runs_reasoning", "runs_fail", "runs_midstream", "runs_stop",
-    "runs_session", "session_text", "session_tool", "session_fail", "chat_text", "chat_tool", "responses_tool",
+    "runs_session", "session_text", "session_tool", "session_fail", "chat_text", "chat_tool",
+    "responses_tool",
 )
 OPENAI_SCENARIOS = (
     "text", "mock_text", "reasoning", "length", "midstream", "ratelimit", "error_before_stream",
@@ -194,7 +198,8 @@ def peers_home() -> Path:
 
 
 def _require_peers() -> bool:
-    return os.environ.get("CHATKIT_REQUIRE_PEERS", "").strip().lower() not in ("", "0", "false", "no")
+    value = os.environ.get("CHATKIT_REQUIRE_PEERS", "").strip().lower()
+    return value not in ("", "0", "false", "no")
 
 
 def peer_env(name: str) -> Path:
@@ -272,7 +277,7 @@ class PeerProcess:
         self.label = label
         self.argv = argv
         self.log = log
-        self._log_fh = open(log, "wb")
+        self._log_fh = open(log, "wb")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
             argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
             stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
@@ -452,7 +457,8 @@ class RawResponse:
 
     def request_text(self) -> str:
         """The request as text: request line, headers, blank line, body."""
-        head = [f"{self.method} {self.url}"] + [f"{k}: {v}" for k, v in self.request_headers.items()]
+        head = [f"{self.method} {self.url}"]
+        head += [f"{k}: {v}" for k, v in self.request_headers.items()]
         return "\n".join(head) + "\n\n" + self.request_body.decode("utf-8", "replace") + "\n"
 
     def summary(self) -> str:
@@ -520,7 +526,7 @@ class Stream:
         return self.ended_by is not None
 
     def read(self, *, max_events: int | None = None, timeout: float = 30.0,
-             until: Callable[["Stream"], bool] | None = None) -> "Stream":
+             until: Callable[[Stream], bool] | None = None) -> Stream:
         deadline = time.monotonic() + timeout
         while self.ended_by is None:
             if max_events is not None and self.events >= max_events:
@@ -535,7 +541,7 @@ class Stream:
                 if self._sock is not None:
                     self._sock.settimeout(remaining)
                 chunk = self._resp.read1(65536)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 self._finish("timeout")
                 return self
             except (OSError, http.client.HTTPException) as e:
@@ -578,7 +584,7 @@ class Stream:
             ended_by=self.ended_by or "open",
         )
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -645,8 +651,9 @@ class PeerServer:
                 headers: dict[str, str] | None = None, *, timeout: float = 30.0) -> RawResponse:
         return http_request(method, self.url(path), body, self._headers(headers), timeout=timeout)
 
-    def stream(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-               *, max_events: int | None = None, timeout: float = 60.0) -> RawResponse:
+    def stream(self, method: str, path: str, body: Any = None,
+               headers: dict[str, str] | None = None, *, max_events: int | None = None,
+               timeout: float = 60.0) -> RawResponse:
         h = {"Accept": "text/event-stream", **self._headers(headers)}
         return http_request(method, self.url(path), body, h, timeout=timeout, max_events=max_events)
 
@@ -724,12 +731,13 @@ class AdkServer(PeerServer):
         return self.request("POST", "/run", body, timeout=timeout)
 
     def get_session(self, session_id: str, *, user_id: str | None = None) -> RawResponse:
-        return self.request("GET", f"/apps/{self.app}/users/{user_id or self.user}/sessions/{session_id}")
+        user = user_id or self.user
+        return self.request("GET", f"/apps/{self.app}/users/{user}/sessions/{session_id}")
 
     def list_sessions(self, *, user_id: str | None = None) -> RawResponse:
         return self.request("GET", f"/apps/{self.app}/users/{user_id or self.user}/sessions")
 
-    TEXTS = {
+    TEXTS: ClassVar[dict[str, str]] = {
         "text_tool": "What is the weather in Paris?",
         "nostream": "What is the weather in Paris?",
         "error": "please trigger an error code",
@@ -757,7 +765,25 @@ class AdkServer(PeerServer):
             ex.ids["invocation_id"] = inv
         return ex
 
-    def _wait_history(self, sid: str, ok: Callable[[list], bool], timeout: float = 10.0) -> RawResponse:
+    # --- ADK's A2A bridge (only when started with adk_server(a2a_bridge=True))
+    bridge_path = "/a2a/chatkit_peer"
+
+    def a2a_bridge_stream(self, text: str, *, version: str = "1.0",
+                          max_events: int | None = None, timeout: float = 60.0) -> RawResponse:
+        """message/stream (v0.3) or SendStreamingMessage (v1.0) on ADK's A2A bridge."""
+        body = {"jsonrpc": "2.0", "id": f"req-{uuid.uuid4().hex[:8]}",
+                "method": A2AServer.method_name("stream", version),
+                "params": {"message": A2AServer.message(text, version)}}
+        return self.stream("POST", self.bridge_path, body, A2AServer.version_headers(version),
+                           max_events=max_events, timeout=timeout)
+
+    def a2a_bridge_get_task(self, task_id: str, *, version: str = "1.0") -> RawResponse:
+        body = {"jsonrpc": "2.0", "id": f"req-{uuid.uuid4().hex[:8]}",
+                "method": A2AServer.method_name("get", version), "params": {"id": task_id}}
+        return self.request("POST", self.bridge_path, body, A2AServer.version_headers(version))
+
+    def _wait_history(self, sid: str, ok: Callable[[list], bool],
+                      timeout: float = 10.0) -> RawResponse:
         deadline = time.monotonic() + timeout
         while True:
             r = self.get_session(sid)
@@ -788,6 +814,8 @@ def adk_server(*, a2a_bridge: bool = False, timeout: float | None = None) -> Ite
             srv = AdkServer(port=port, workdir=wd, procs=procs)
             _wait_ready(procs, srv.url("/list-apps"), timeout or start_timeout(),
                         ok=lambda s, b: s == 200 and b"chatkit_peer" in b)
+            if a2a_bridge:
+                _wait_ready(procs, srv.url(srv.bridge_path + "/.well-known/agent-card.json"), 30)
             yield srv
 
 
@@ -840,8 +868,9 @@ class A2AServer(PeerServer):
 
     def open_rpc_stream(self, method: str, params: Any, *, version: str,
                         req_id: str | None = None, timeout: float = 30.0) -> Stream:
-        return self.open_stream("POST", self.rpc_path, self.rpc_body(method, params, version, req_id),
-                                self.version_headers(version), timeout=timeout)
+        body = self.rpc_body(method, params, version, req_id)
+        return self.open_stream("POST", self.rpc_path, body, self.version_headers(version),
+                                timeout=timeout)
 
     def agent_card(self) -> RawResponse:
         return self.request("GET", "/.well-known/agent-card.json")
@@ -879,8 +908,10 @@ class A2AServer(PeerServer):
                 return tid, r.get("contextId")
         return None, None
 
-    TEXTS = {"text": "hello", "tool": "use the tool please", "fail": "please fail",
-             "crash": "please crash", "input": "input please", "slow_cancel": "be slow"}
+    TEXTS: ClassVar[dict[str, str]] = {
+        "text": "hello", "tool": "use the tool please", "fail": "please fail",
+        "crash": "please crash", "input": "input please", "slow_cancel": "be slow",
+    }
 
     def scenario(self, name: str, *, version: str) -> Exchange:
         if name not in A2A_SCENARIOS:
@@ -1016,7 +1047,8 @@ class HermesServer(PeerServer):
 
     def run_events(self, run_id: str, *, max_events: int | None = None,
                    timeout: float = 60.0) -> RawResponse:
-        return self.stream("GET", f"/v1/runs/{run_id}/events", max_events=max_events, timeout=timeout)
+        return self.stream("GET", f"/v1/runs/{run_id}/events", max_events=max_events,
+                           timeout=timeout)
 
     def open_run_events(self, run_id: str, *, timeout: float = 30.0) -> Stream:
         return self.open_stream("GET", f"/v1/runs/{run_id}/events", timeout=timeout)
@@ -1066,7 +1098,7 @@ class HermesServer(PeerServer):
     def capabilities(self) -> RawResponse:
         return self.request("GET", "/v1/capabilities")
 
-    TEXTS = {
+    TEXTS: ClassVar[dict[str, str]] = {
         "text": "Say hello. scenario:text",
         "tool": "Plan one task with a tool. scenario:tool",
         "reasoning": "Think, then answer. scenario:reason",
@@ -1078,7 +1110,8 @@ class HermesServer(PeerServer):
 
     def scenario(self, name: str) -> Exchange:
         if name not in HERMES_SCENARIOS:
-            raise ValueError(f"unknown hermes scenario {name!r}; expected one of {HERMES_SCENARIOS}")
+            raise ValueError(f"unknown hermes scenario {name!r}; "
+                             f"expected one of {HERMES_SCENARIOS}")
         ex = Exchange(f"hermes-{name}")
         kind, _, what = name.partition("_")
         if kind == "runs":
@@ -1119,7 +1152,8 @@ class HermesServer(PeerServer):
 
 
 @contextlib.contextmanager
-def hermes_server(*, timeout: float | None = None, toolsets: str = "todo") -> Iterator[HermesServer]:
+def hermes_server(*, timeout: float | None = None,
+                  toolsets: str = "todo") -> Iterator[HermesServer]:
     """hermes-agent gateway (API server platform only) + scripted fake_llm."""
     env_dir = peer_env("hermes")
     with _peer_workdir("hermes") as wd:
@@ -1191,7 +1225,8 @@ class OpenAIServer(PeerServer):
 
     def scenario(self, name: str) -> Exchange:
         if name not in OPENAI_SCENARIOS:
-            raise ValueError(f"unknown openai scenario {name!r}; expected one of {OPENAI_SCENARIOS}")
+            raise ValueError(f"unknown openai scenario {name!r}; "
+                             f"expected one of {OPENAI_SCENARIOS}")
         ex = Exchange(f"openai-{name}")
         s = ex.steps
         if name == "text":
@@ -1228,7 +1263,8 @@ class OpenAIServer(PeerServer):
         elif name == "responses_text":
             s["stream"] = self.responses("bridge-text", "Say hello.")
         elif name == "responses_tool":
-            s["stream"] = self.responses("bridge-tool", "Plan one task.", tools=[TODO_TOOL_RESPONSES])
+            s["stream"] = self.responses("bridge-tool", "Plan one task.",
+                                         tools=[TODO_TOOL_RESPONSES])
         elif name == "responses_reasoning":
             s["stream"] = self.responses("bridge-reason", "Think first.")
         elif name == "responses_midstream":

@@ -37,7 +37,8 @@ def _all_exchanges() -> list[Path]:
 
 @pytest.mark.parametrize("protocol", sorted(EXPECTED))
 def test_every_scenario_captured(protocol):
-    have = {p.name.removesuffix(".exchange.json") for p in (CAPTURES / protocol).glob("*.exchange.json")}
+    files = (CAPTURES / protocol).glob("*.exchange.json")
+    have = {p.name.removesuffix(".exchange.json") for p in files}
     assert set(EXPECTED[protocol]) <= have
 
 
@@ -54,7 +55,7 @@ def test_exchange_files_readable(exchange):
         resp = step["response"]
         body = (exchange.parent / resp["body_file"]).read_bytes()
         assert len(body) == resp["body_bytes"]
-        ctype = dict((k.lower(), v) for k, v in resp["headers"]).get("content-type", "")
+        ctype = {k.lower(): v for k, v in resp["headers"]}.get("content-type", "")
         if ctype.startswith("text/event-stream"):
             events, _ = parse_sse(body)
             assert events, resp["body_file"]

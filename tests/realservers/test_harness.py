@@ -57,9 +57,8 @@ def test_half_built_env_counts_as_missing(tmp_path, monkeypatch):
 def test_startup_failure_reports_log_tail(tmp_path, monkeypatch):
     monkeypatch.setenv("CHATKIT_PEERS_HOME", str(tmp_path))
     _fake_env(tmp_path, "adk", "#!/bin/sh\necho 'boom: scripted startup failure' >&2\nexit 3\n")
-    with pytest.raises(PeerStartError) as info:
-        with adk_server(timeout=20):
-            pass  # pragma: no cover
+    with pytest.raises(PeerStartError) as info, adk_server(timeout=20):
+        pass  # pragma: no cover
     msg = str(info.value)
     assert "exited with code 3" in msg and "boom: scripted startup failure" in msg
 
@@ -69,9 +68,8 @@ def test_startup_timeout_kills_group(tmp_path, monkeypatch):
     pidfile = tmp_path / "pid"
     _fake_env(tmp_path, "a2a", f"#!/bin/sh\necho $$ > {pidfile}\necho listening-never >&2\n"
                                "exec sleep 300\n")
-    with pytest.raises(PeerStartError) as info:
-        with a2a_server(timeout=2):
-            pass  # pragma: no cover
+    with pytest.raises(PeerStartError) as info, a2a_server(timeout=2):
+        pass  # pragma: no cover
     assert "not ready after" in str(info.value) and "listening-never" in str(info.value)
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
@@ -93,11 +91,10 @@ def test_parse_sse_whatwg_rules():
 @pytest.mark.realserver
 def test_server_group_killed_on_exit_even_after_failure():
     pids = []
-    with pytest.raises(RuntimeError, match="test failure inside"):
-        with a2a_server() as srv:
-            pids = [p.proc.pid for p in srv.procs]
-            assert srv.agent_card().status == 200
-            raise RuntimeError("test failure inside the with block")
+    with pytest.raises(RuntimeError, match="test failure inside"), a2a_server() as srv:
+        pids = [p.proc.pid for p in srv.procs]
+        assert srv.agent_card().status == 200
+        raise RuntimeError("test failure inside the with block")
     assert pids
     time.sleep(0.1)
     for pid in pids:

@@ -47,7 +47,8 @@ def test_adk_text_tool(adk_peer):
     assert calls and calls[0]["name"] == "get_weather"
     responses = _adk_parts(frames, "functionResponse")
     assert responses and responses[0]["id"] == calls[0]["id"]
-    assert any(p.get("thought") for f in frames for p in (f.get("content") or {}).get("parts") or [])
+    parts = [p for f in frames for p in (f.get("content") or {}).get("parts") or []]
+    assert any(p.get("thought") for p in parts)
     final = frames[-1]
     assert final["partial"] is False
     assert final["content"]["parts"][0]["text"] == "It is sunny in Paris, 22 degrees C."
@@ -59,7 +60,8 @@ def test_adk_text_tool(adk_peer):
     hist = ex["history"].json()
     events = hist["events"]
     assert events[0]["author"] == "user"
-    assert [e["id"] for e in events[1:]] == [f["id"] for f in frames if f.get("partial") is not True]
+    complete = [f["id"] for f in frames if f.get("partial") is not True]
+    assert [e["id"] for e in events[1:]] == complete
 
 
 def test_adk_nostream(adk_peer):
@@ -104,6 +106,22 @@ def test_adk_slow_cancelled_by_client(adk_peer):
     events = ex["history"].json()["events"]
     assert events[-1]["errorCode"] == "INVOCATION_ABORTED"
     assert events[-1]["invocationId"] == ex.ids["invocation_id"]
+
+
+@pytest.mark.parametrize("version", A2A_VERSIONS)
+def test_adk_a2a_bridge(adk_bridge_peer, version):
+    resp = adk_bridge_peer.a2a_bridge_stream("What is the weather in Paris?", version=version)
+    results = [f["result"] for f in _sse(resp)]
+    kinds = [_unwrap(r, version)[0] for r in results]
+    assert kinds[0] == "task"
+    statuses = [o for k, o in (_unwrap(r, version) for r in results) if k == "status-update"]
+    assert _state(statuses[-1]) == "completed"
+    # ADK metadata on the events; function calls as data parts marked adk_type
+    assert "adk_invocation_id" in resp.body.decode()
+    assert '"adk_type"' in resp.body.decode() and "function_call" in resp.body.decode()
+    task_id = _unwrap(results[0], version)[1]["id"]
+    hist = adk_bridge_peer.a2a_bridge_get_task(task_id, version=version).json()["result"]
+    assert _state(hist) == "completed"
 
 
 # ---------------------------------------------------------------------------
@@ -304,7 +322,8 @@ def test_hermes_runs_tool(hermes_peer):
     ex = hermes_peer.scenario("runs_tool")
     frames = _assert_runs_basics(ex)
     names = _names(frames)
-    assert names.index("tool.started") < names.index("tool.completed") < names.index("message.delta")
+    started, completed = names.index("tool.started"), names.index("tool.completed")
+    assert started < completed < names.index("message.delta")
     assert frames[names.index("tool.started")]["tool"] == "todo"
     first_delta = frames[names.index("message.delta")]["delta"]
     assert first_delta.startswith("\n\n")
@@ -401,7 +420,8 @@ def test_hermes_chat_completions_tool_progress(hermes_peer):
 def test_hermes_chat_completions_text(hermes_peer):
     ex = hermes_peer.scenario("chat_text")
     chunks = [c for c in _sse(ex["stream"]) if isinstance(c, dict)]
-    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    text = "".join(c["choices"][0]["delta"].get("content") or ""
+                   for c in chunks if c.get("choices"))
     assert text == "Hello from the fake model."
     assert _data_lines(ex["stream"])[-1] == "[DONE]"
 
@@ -492,7 +512,8 @@ def test_openai_chat_slow_client_stop(openai_peer):
 def test_openai_chat_tool_loop(openai_peer):
     ex = openai_peer.scenario("tool")
     t1 = _chunks(ex["turn1"])
-    calls = [tc for c in t1 for ch in c.get("choices") or [] for tc in ch["delta"].get("tool_calls") or []]
+    calls = [tc for c in t1 for ch in c.get("choices") or []
+             for tc in ch["delta"].get("tool_calls") or []]
     assert calls[0]["id"] == ex.ids["tool_call_id"] and calls[0]["function"]["name"] == "todo"
     assert all("id" not in tc for tc in calls[1:])
     args = "".join(tc["function"].get("arguments") or "" for tc in calls)
