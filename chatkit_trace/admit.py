@@ -55,6 +55,7 @@ import json
 import math
 import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,7 @@ from typing import Any
 __all__ = [
     "OPS",
     "RESULTS",
+    "ScriptLine",
     "LineResult",
     "ExpectationFailure",
     "Outcome",
@@ -79,15 +81,16 @@ __all__ = [
 #: The four results a line can have.
 RESULTS = ("accepted", "rejected", "done", "error")
 
-_ANY = object()  # a value of any JSON type
-_STR = (str,)
-_NUM = "number"
-_OBJ = "object"
-_LIST = "list"
-_STR_OR_NULL = "string-or-null"
+# The types a line's keys are checked against.
+_ANY = "any JSON value"
+_STR = "a string"
+_NUM = "a number"
+_OBJ = "an object"
+_LIST = "a list"
+_STR_OR_NULL = "a string or null"
 
 # Keys every fact emitter takes (besides ``op`` and ``expect``).
-_FACT_KEYS: dict[str, Any] = {
+_FACT_KEYS: dict[str, str] = {
     "run": _STR,
     "session": _STR,
     "event": _STR_OR_NULL,
@@ -98,12 +101,12 @@ _FACT_KEYS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class _Op:
-    required: dict[str, Any]
-    optional: dict[str, Any] = field(default_factory=dict)
+    required: dict[str, str]
+    optional: dict[str, str] = field(default_factory=dict)
     doc: str = ""
 
 
-def _fact(doc: str, required: dict[str, Any] | None = None, optional: dict[str, Any] | None = None) -> _Op:
+def _fact(doc: str, required: dict[str, str] | None = None, optional: dict[str, str] | None = None) -> _Op:
     req = {"run": _STR, **(required or {})}
     opt = {k: v for k, v in _FACT_KEYS.items() if k != "run"}
     opt.update(optional or {})
@@ -136,13 +139,6 @@ OPS: dict[str, _Op] = {
 }
 
 _EXPECT_KEYS = ("result", "reason", "rule", "snapshot")
-_TYPE_NAMES = {
-    _STR: "a string",
-    _NUM: "a number",
-    _OBJ: "an object",
-    _LIST: "a list",
-    _STR_OR_NULL: "a string or null",
-}
 
 
 # --------------------------------------------------------------------------- values
@@ -218,7 +214,10 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class _Line:
+class ScriptLine:
+    """One checked script line: its physical line ``number``, ``op``, the
+    payload keys in ``data`` and its ``expect`` object, if any."""
+
     number: int
     op: str
     data: dict[str, Any]
@@ -235,7 +234,7 @@ def _usage(name: str, number: int | None, what: str) -> Exception:
     return UsageError(f"{where}: {what}")
 
 
-def _type_ok(value: Any, kind: Any) -> bool:
+def _type_ok(value: Any, kind: str) -> bool:
     if kind is _ANY:
         return True
     if kind is _STR:
@@ -281,7 +280,7 @@ def _check_expect(name: str, number: int, expect: Any) -> dict[str, Any]:
     return expect
 
 
-def _check_line(name: str, number: int, obj: Any, first: bool) -> _Line:
+def _check_line(name: str, number: int, obj: Any, first: bool) -> ScriptLine:
     if not isinstance(obj, dict):
         raise _usage(name, number, f"a line must be a JSON object, not {type(obj).__name__}")
     if "op" not in obj:
@@ -303,7 +302,7 @@ def _check_line(name: str, number: int, obj: Any, first: bool) -> _Line:
             allowed = ", ".join([*spec.required, *spec.optional, "expect"])
             raise _usage(name, number, f"{op}: unknown key {key!r} (allowed: {allowed})")
         if not _type_ok(value, kind):
-            raise _usage(name, number, f"{op}: {key} must be {_TYPE_NAMES[kind]}, not {json.dumps(value)}")
+            raise _usage(name, number, f"{op}: {key} must be {kind}, not {json.dumps(value)}")
         data[key] = value
     for key in spec.required:
         if key not in obj:
@@ -323,12 +322,12 @@ def _check_line(name: str, number: int, obj: Any, first: bool) -> _Line:
             if not isinstance(key, str):  # pragma: no cover - JSON keys are strings
                 raise _usage(name, number, "annotate_run: attribute names must be strings")
     expect = _check_expect(name, number, obj["expect"]) if "expect" in obj else None
-    return _Line(number, op, data, expect)
+    return ScriptLine(number, op, data, expect)
 
 
-def parse_script(text: str, name: str = "<script>") -> list[_Line]:
+def parse_script(text: str, name: str = "<script>") -> list[ScriptLine]:
     """Read and check a whole script before anything runs (UsageError on a mistake)."""
-    lines: list[_Line] = []
+    lines: list[ScriptLine] = []
     for number, raw in enumerate(text.split("\n"), start=1):
         stripped = raw.strip()
         if not stripped or stripped.startswith("#"):
@@ -386,7 +385,7 @@ def _match(expected: Any, got: Any, path: str) -> str | None:
     return None
 
 
-def _compare(line: _Line, res: LineResult, snapshot: Callable[[], dict[str, Any]]) -> tuple[ExpectationFailure, ...]:
+def _compare(line: ScriptLine, res: LineResult, snapshot: Callable[[], dict[str, Any]]) -> tuple[ExpectationFailure, ...]:
     expect = line.expect
     if expect is None:
         return ()
@@ -440,7 +439,7 @@ class _Driver:
                 elif isinstance(req, AbortRequest):
                     core.abort_settled(req.run_id, True, at=self.number)
 
-    def apply(self, line: _Line) -> LineResult:
+    def apply(self, line: ScriptLine) -> LineResult:
         self.number = line.number
         d = line.data
         try:
@@ -724,6 +723,10 @@ def render_text(outcome: Outcome, width: int | None = None) -> str:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    ops = "\n".join(
+        f"  {op:<19} {', '.join([*spec.required, *(f'[{k}]' for k in spec.optional)]) or '-'}"
+        for op, spec in OPS.items()
+    )
     p = sub.add_parser(
         "admit",
         help="feed a Core script (JSON Lines of commands and facts) into a fresh Core",
@@ -731,6 +734,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             "Feed a Core script into a fresh Core and print what it did with each line. "
             "With --check, exit 1 when an expectation fails."
         ),
+        epilog=(
+            textwrap.fill(
+                "One JSON object per line; blank lines and # comments are skipped; the first line "
+                "is an open. Ops and their keys ([optional]; any line may add expect):",
+                78,
+            )
+            + f"\n{ops}\n"
+            + textwrap.fill(
+                'expect: {"result": accepted|rejected|done|error, "reason": ..., "rule": ..., '
+                '"snapshot": {...}}; "snapshot" is chatkit-trace\'s extension, a partial deep '
+                "match on the snapshot after that line. The scripted adapter accepts every "
+                "dispatch and acknowledges every stop; the Core's clock reads the line number.",
+                78,
+            )
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("script", metavar="SCRIPT", help="the script (.jsonl), or - for standard input")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
