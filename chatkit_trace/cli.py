@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args) or 0)
-    except (UsageError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
+    except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
         print(f"chatkit-trace {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -58,4 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run the imported module's main, so its UsageError is the one commands raise.
+    from chatkit_trace.cli import main as _main
+
+    sys.exit(_main())

@@ -281,12 +281,6 @@ def test_failed_expectation_through_the_real_cli(tmp_path: Path) -> None:
     assert proc.stderr == f'{wrong}:2: dispose: expected {{"result": "error"}}, got {{"result": "done"}}\n'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.py: under `python -m chatkit_trace.cli` main() catches __main__.UsageError, "
-    "a different class from chatkit_trace.cli.UsageError that commands raise, so a usage "
-    "error escapes as a traceback (the chatkit-trace entry point is fine)",
-)
 def test_bad_input_through_the_real_cli_has_no_traceback(tmp_path: Path) -> None:
     bad = write(tmp_path, OPEN + '\n{"op": "emit_delta", "run": "r1"', "bad.jsonl")
     proc = _cli("admit", str(bad))

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import HistoryResult, RuntimeMessage
+from ..core import HistoryResult, HistoryRunSnapshot, RuntimeMessage
 from ._updates import ProtocolUpdate
 
 __all__ = [
@@ -149,6 +149,12 @@ class AdapterProtocol:
         carried (the inverse of :meth:`encode_input`), so replaying a recording
         can project the user's message as the UI did (R4.5).  ``None`` when
         the body has no user input (e.g. an OpenAI tool-loop continuation)."""
+        return None
+
+    def decode_status(self, value: Any, session_id: str, run_id: str) -> HistoryRunSnapshot | None:
+        """chatkit-trace's extension: a run status read (e.g. Hermes ``GET
+        /v1/runs/{id}``) as a run snapshot that can settle the run, or ``None``
+        while it is still running."""
         return None
 
     def event_sequence(self, event: Any) -> int | float | None:

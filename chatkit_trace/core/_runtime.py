@@ -898,8 +898,8 @@ class ChatCore:
             out.append(msg)
         return tuple(out)
 
-    def _dispatch_next(self, at: float | None = None) -> None:
-        if self._running_run() is not None:
+    def _dispatch_next(self, at: float | None = None, force: bool = False) -> None:
+        if not force and self._running_run() is not None:
             return
         while self._queue:
             run_id = self._queue.pop(0)
@@ -928,6 +928,23 @@ class ChatCore:
             )
             return
 
+    def force_dispatch(self, run_id: str, *, at: float | None = None) -> CommandResult:
+        """Dispatch a queued run although the session's slot is taken.
+
+        chatkit never does this (R13.4); it exists for replaying recordings in
+        which a client *did* send while another run was still active (the
+        recording is the truth about what was sent).  Returns an error for a
+        run that is not queued.
+        """
+        run = self._runs.get(run_id)
+        if run is None or run.view.status != S.QUEUED:
+            return _refuse(f"run {run_id!r} is not queued")
+        self._queue.remove(run_id)
+        self._queue.insert(0, run_id)
+        self._dispatch_next(at, force=True)
+        self._publish()
+        return _DONE
+
     def dispatch_settled(self, run_id: str, accepted: bool, error: str | None = None) -> CommandResult:
         """The adapter's run/regenerate/edit resolved (``True``) or refused / threw.
 
@@ -938,6 +955,7 @@ class ChatCore:
         if run is None or run.view.dispatch != "pending":
             return _refuse(f"run {run_id!r} has no dispatch in flight")
         if accepted:
+            self._removed.pop(run_id, None)
             self._set_view(run, replace(run.view, dispatch="accepted"))
             self._publish()
             return _DONE
@@ -1136,8 +1154,14 @@ class ChatCore:
         self._rebuild_index()
         for run in self._runs.values():
             run.message_ids = {m.id for m in self._messages if m.run_id == run.view.id}
+        settled: list[_Run] = []
         if result.run_snapshots is not ABSENT:
             for snap in result.run_snapshots:
+                if snap.status not in S.TERMINAL:
+                    # runSnapshots hold finished runs (R8.1a); an active run is
+                    # reported through activeRun, and inventing one here would
+                    # create a run nothing ever settles (decisions.md 9).
+                    continue
                 run = self._runs.get(snap.id)
                 if run is None:
                     error = to_run_error(snap.error) if snap.error is not ABSENT and snap.status == "failed" else None
@@ -1169,6 +1193,7 @@ class ChatCore:
                         at=at,
                         event=f"calibrate-{snap.status}",
                     )
+                    settled.append(run)
         if result.session is not ABSENT:
             self._session_info = result.session
         self._history = HistoryView(
@@ -1179,6 +1204,8 @@ class ChatCore:
             reconciliation_required=False,
         )
         self._publish()
+        for run in settled:
+            self._emit_event("run_settled", run, status=run.view.status)
         self._dispatch_next(at)
         return _DONE
 

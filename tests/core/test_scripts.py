@@ -24,7 +24,7 @@ ALL = sorted(p.name for p in SCRIPTS.glob("*.jsonl"))
 
 #: Scripts that show a Core bug (they fail ``--check`` until it is fixed).
 #: Fixed so far: history-snapshot-of-queued-run, history-refresh-during-active-run.
-BUGS: set[str] = {"bug-history-running-snapshot-invents-run.jsonl"}
+BUGS: set[str] = set()
 PASSING = [name for name in ALL if name not in BUGS]
 
 
