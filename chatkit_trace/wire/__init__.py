@@ -5,6 +5,7 @@ writer thread, HAR import and the tests all feed it plain bytes::
 
     response chunks (still Content-Encoded, split anywhere)
         |  make_decoder(content-encoding).decode(chunk) / .flush()   encoding.py
+        |  (decoder.error -> error_frame(...), so the cutoff sees it)
         v
     decoded body bytes
         |-- text/event-stream -> SSEParser.feed / .flush -> SSEEvent     sse.py
@@ -33,6 +34,7 @@ from .frames import (
     admitted,
     body_frame,
     byte_offset,
+    error_frame,
     event_json,
     frame_from_sse,
     reader_cutoff,
@@ -64,6 +66,7 @@ __all__ = sorted(
         "byte_offset",
         "classify",
         "envelope_error",
+        "error_frame",
         "event_json",
         "frame_from_sse",
         "frames_from_har",

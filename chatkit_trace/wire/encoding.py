@@ -80,7 +80,8 @@ class _Base:
         try:
             self._decode(chunk, out)
         except Exception as exc:  # zlib.error, brotli.error, ZstdError, ...
-            self._fail(out, f"corrupt {self.coding} data in encoded bytes {start}..{self.consumed}: {exc}")
+            where = f"encoded bytes {start}..{self.consumed}"
+            self._fail(out, f"corrupt {self.coding} data in {where}: {exc}")
         return self._count(out)
 
     def flush(self) -> bytes:

@@ -39,6 +39,7 @@ __all__ = [
     "admitted",
     "body_frame",
     "byte_offset",
+    "error_frame",
     "event_json",
     "frame_from_sse",
     "reader_cutoff",
@@ -166,6 +167,28 @@ def body_frame(
     )
 
 
+def error_frame(
+    error: DecodeError,
+    exchange_index: int,
+    index: int,
+    at: float,
+    *,
+    transport: str = "sse",
+    direction: str = "in",
+) -> Frame:
+    """A frame that stands for a problem below the frame level.
+
+    For example a ``bad-encoding`` error from a Content-Encoding decoder:
+    stored in order with the other frames, it makes :func:`reader_cutoff`
+    stop where the browser's body read would have failed. ``start`` and
+    ``end`` are the error's offsets.
+    """
+    return Frame(
+        exchange_index, index, transport, direction, None, None, None, None,
+        error.offset, error.end, at, error,
+    )
+
+
 # -- JSON ---------------------------------------------------------------------
 
 
@@ -210,7 +233,8 @@ def event_json(
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        return None, _bad_json(frame, text, exc.pos, f"{exc.msg} (line {exc.lineno} column {exc.colno})")
+        why = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
+        return None, _bad_json(frame, text, exc.pos, why)
     except (ValueError, RecursionError) as exc:
         return None, _bad_json(frame, text, 0, str(exc) or type(exc).__name__)
     if frame.event is not None and frame.transport == "sse" and isinstance(value, dict):
@@ -221,13 +245,16 @@ def event_json(
 
 def _bad_json(frame: Frame, text: str, pos: int, why: str) -> DecodeError:
     at = byte_offset(frame, pos)
-    if not text.strip():
-        message = "the data is empty, not JSON" if not text else "the data is only whitespace, not JSON"
+    if not text:
+        message = "the data is empty, not JSON"
+    elif not text.strip():
+        message = "the data is only whitespace, not JSON"
     else:
         message = f"not JSON: {why}"
     encoded = text.encode("utf-8", "surrogatepass")
     local = len(text[:pos].encode("utf-8", "surrogatepass"))
-    return DecodeError(DecodeErrorKind.BAD_JSON, message, at, at + 1 if text else at, excerpt_at(encoded, local))
+    end = at + 1 if text else at
+    return DecodeError(DecodeErrorKind.BAD_JSON, message, at, end, excerpt_at(encoded, local))
 
 
 def _binary_error(raw: bytes) -> DecodeError:
@@ -331,8 +358,10 @@ class NDJSONSplitter:
         self._pos = 0  # offset just after the last byte fed
         self._skip: tuple[int, bytes] | None = None  # (start, head) of a dropped line
 
-    def feed(self, chunk: bytes, at: float) -> list[Frame]:
+    def feed(self, chunk: bytes | bytearray | memoryview, at: float) -> list[Frame]:
         """Consume ``chunk``; return the frames of the lines it completes."""
+        if type(chunk) is not bytes:  # bytearray / memoryview
+            chunk = bytes(chunk)
         out: list[Frame] = []
         if self._skip is not None and chunk:
             chunk = self._skip_line(chunk, at, out)
@@ -405,7 +434,9 @@ class NDJSONSplitter:
         )
         out.append(self._frame(None, start, end, at, error))
 
-    def _frame(self, text: str | None, start: int, end: int, at: float, error: DecodeError | None) -> Frame:
+    def _frame(
+        self, text: str | None, start: int, end: int, at: float, error: DecodeError | None
+    ) -> Frame:
         frame = Frame(
             self.exchange_index, self.next_index, "ndjson", self.direction, text,
             None, None, None, start, end, at, error,

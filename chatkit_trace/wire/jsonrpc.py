@@ -111,7 +111,9 @@ def _id_problem(value: dict[str, object]) -> list[str]:
     if "id" not in value:
         return []
     rid = value["id"]
-    if rid is None or isinstance(rid, str) or (isinstance(rid, int | float) and not isinstance(rid, bool)):
+    if rid is None or isinstance(rid, str):
+        return []
+    if isinstance(rid, int | float) and not isinstance(rid, bool):
         return []
     return [f"id must be a string, a number or null, not {type(rid).__name__}"]
 
@@ -159,7 +161,8 @@ def classify(value: object, *, expected: bool = False) -> JSONRPCMessage:
         with a problem.
     """
     if isinstance(value, list):
-        return JSONRPCMessage(RPCKind.NOT_JSONRPC, problems=("a batch (array): classify each item",))
+        problem = "a batch (array): classify each item"
+        return JSONRPCMessage(RPCKind.NOT_JSONRPC, problems=(problem,))
     if not isinstance(value, dict):
         if expected:
             problem = f"a JSON-RPC message is an object, not {type(value).__name__}"

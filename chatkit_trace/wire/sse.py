@@ -56,7 +56,7 @@ decided by :func:`chatkit_trace.wire.frames.reader_cutoff`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import DecodeError, DecodeErrorKind, excerpt_at
 
@@ -151,7 +151,7 @@ class SSEParser:
 
     # -- public -------------------------------------------------------------
 
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
+    def feed(self, chunk: bytes | bytearray | memoryview) -> list[SSEEvent]:
         """Consume ``chunk`` (any split) and return the events it completes.
 
         Raises:
@@ -159,6 +159,8 @@ class SSEParser:
         """
         if self._closed:
             raise RuntimeError("SSEParser.feed() after flush()")
+        if type(chunk) is not bytes:  # bytearray / memoryview
+            chunk = bytes(chunk)
         out: list[SSEEvent] = []
         if chunk and self._bom is not None:
             chunk = self._strip_bom(chunk)
@@ -341,9 +343,12 @@ class SSEParser:
         )
 
     def _note(self, error: DecodeError) -> None:
-        """Keep the block's first error, unless a later one lost content."""
+        """Keep the block's worst error: content lost first, then the earliest."""
         current = self._b_error
-        if current is None or (error.content_lost and not current.content_lost):
+        if current is None or (error.content_lost, -(error.offset or 0)) > (
+            current.content_lost,
+            -(current.offset or 0),
+        ):
             self._b_error = error
 
     # -- events -------------------------------------------------------------
@@ -386,8 +391,7 @@ class SSEParser:
             excerpt_at(raw, 0),
         )
         self._b_error = error
-        event = self._event(self._pos, False)
-        out.append(_replace_raw(event, raw))
+        out.append(replace(self._event(self._pos, False), raw=raw))
 
     def _event(self, end: int, dispatched: bool) -> SSEEvent:
         data = self._b_data
@@ -452,24 +456,9 @@ def _invalid_utf8(value: bytes, exc: UnicodeDecodeError, at: int, to: int) -> De
     )
 
 
-def _replace_raw(event: SSEEvent, raw: bytes) -> SSEEvent:
-    return SSEEvent(
-        event.data,
-        event.event,
-        event.id,
-        event.last_event_id,
-        event.retry,
-        event.start,
-        event.end,
-        event.comments,
-        event.data_offsets,
-        event.error,
-        event.dispatched,
-        raw,
-    )
-
-
-def parse_sse(body: bytes, **options: int | bool) -> list[SSEEvent]:
+def parse_sse(
+    body: bytes, *, max_line: int = DEFAULT_MAX_LINE, emit_empty: bool = False
+) -> list[SSEEvent]:
     """Parse a whole event stream at once (``feed`` then ``flush``)."""
-    parser = SSEParser(**options)  # type: ignore[arg-type]
+    parser = SSEParser(max_line=max_line, emit_empty=emit_empty)
     return parser.feed(body) + parser.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import pickle
 from pathlib import Path
@@ -21,7 +22,9 @@ from chatkit_trace.wire import (
     admitted,
     body_frame,
     byte_offset,
+    error_frame,
     event_json,
+    make_decoder,
     frame_from_sse,
     parse_sse,
     reader_cutoff,
@@ -46,7 +49,8 @@ def one(body: bytes) -> Frame:
 def test_frame_from_sse_carries_the_event_fields() -> None:
     body = b"id: 7\nevent: delta\ndata: {\"a\": 1}\n\n"
     frame = one(body)
-    assert (frame.exchange_index, frame.index, frame.transport, frame.direction) == (3, 0, "sse", "in")
+    where = (frame.exchange_index, frame.index, frame.transport, frame.direction)
+    assert where == (3, 0, "sse", "in")
     assert (frame.text, frame.event, frame.event_id, frame.at) == ('{"a": 1}', "delta", "7", 1000.0)
     assert body[frame.start : frame.end] == body[:-1]
     assert frame.error is None and frame.raw is None
@@ -205,6 +209,21 @@ def test_truncated_final_event_is_the_cutoff() -> None:
     assert reader_cutoff(frames) == 1
 
 
+def test_corrupt_content_encoding_is_the_cutoff() -> None:
+    decoder = make_decoder("gzip")
+    parser = SSEParser()
+    body = b"data: 1\n\ndata: 2\n\n"
+    encoded = gzip.compress(body)
+    events = parser.feed(decoder.decode(encoded[:-12] + b"\x00" * 12))
+    events += parser.feed(decoder.flush()) + parser.flush()
+    frames = [frame_from_sse(e, 0, i, 0.0) for i, e in enumerate(events)]
+    assert decoder.error is not None
+    frames.append(error_frame(decoder.error, 0, len(frames), 0.0))
+    assert frames[-1].start == decoder.error.offset
+    assert reader_cutoff(frames) == len(frames) - 1
+    assert event_json(frames[-1]) == (None, decoder.error)
+
+
 def test_outgoing_frames_are_skipped() -> None:
     out = Frame(0, 0, "ws", "out", "not json")
     inc = Frame(0, 1, "ws", "in", "{}")
@@ -248,7 +267,11 @@ def test_ndjson_lines() -> None:
     assert [f.text for f in frames] == ['{"a": 1}', '{"b": "é"}', '{"c": 3}']
     assert [f.index for f in frames] == [4, 5, 6]
     assert all(f.transport == "ndjson" and f.exchange_index == 9 for f in frames)
-    assert [NDJSON[f.start : f.end] for f in frames] == [b'{"a": 1}', b'{"b": "\xc3\xa9"}', b'{"c": 3}']
+    assert [NDJSON[f.start : f.end] for f in frames] == [
+        b'{"a": 1}',
+        b'{"b": "\xc3\xa9"}',
+        b'{"c": 3}',
+    ]
     assert [f.at for f in frames] == [0.0, 0.0, 99.0]  # the last line ended at flush
     assert [event_json(f)[0] for f in frames] == [{"a": 1}, {"b": "é"}, {"c": 3}]
 

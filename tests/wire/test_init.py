@@ -9,10 +9,11 @@ import chatkit_trace.wire as wire
 
 
 def test_all_is_sorted_and_lists_every_public_name() -> None:
+    submodule = "chatkit_trace.wire."
     public = sorted(
         name
         for name, value in vars(wire).items()
-        if not name.startswith("_") and not getattr(value, "__name__", "").startswith("chatkit_trace.wire.")
+        if not name.startswith("_") and not getattr(value, "__name__", "").startswith(submodule)
     )
     assert wire.__all__ == sorted(wire.__all__)
     assert wire.__all__ == public
@@ -21,8 +22,10 @@ def test_all_is_sorted_and_lists_every_public_name() -> None:
 def test_wire_imports_no_proxy_or_network_library() -> None:
     code = (
         "import sys, chatkit_trace.wire; "
-        "bad = [m for m in ('mitmproxy', 'aiohttp', 'textual', 'sqlite_utils') if m in sys.modules]; "
-        "print(','.join(bad))"
+        "heavy = ('mitmproxy', 'aiohttp', 'textual', 'sqlite_utils'); "
+        "print(','.join(m for m in heavy if m in sys.modules))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == ""

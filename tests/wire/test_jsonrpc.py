@@ -20,22 +20,45 @@ from chatkit_trace.wire import (
 DATA = Path(__file__).parent / "data"
 
 # Shapes copied from a2a-sdk 1.3.0 captures (docs/protocols/a2a.md).
+A2A_MESSAGE = {
+    "kind": "message",
+    "messageId": "m-text-1",
+    "role": "user",
+    "parts": [{"kind": "text", "text": "hello"}],
+}
 A2A_REQUEST = {
     "jsonrpc": "2.0",
     "id": "req-text",
     "method": "message/stream",
-    "params": {"message": {"kind": "message", "messageId": "m-text-1", "role": "user", "parts": [{"kind": "text", "text": "hello"}]}},
+    "params": {"message": A2A_MESSAGE},
+}
+ERROR_INFO = {
+    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+    "reason": "TASK_NOT_FOUND",
+    "domain": "a2a-protocol.org",
+    "metadata": {},
 }
 A2A_V10_ERROR = {
-    "error": {
-        "code": -32001,
-        "message": "Task not found",
-        "data": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org", "metadata": {}}],
-    },
+    "error": {"code": -32001, "message": "Task not found", "data": [ERROR_INFO]},
     "id": "err-1",
     "jsonrpc": "2.0",
 }
-A2A_V03_ERROR = {"jsonrpc": "2.0", "id": "err-1", "error": {"code": -32001, "data": None, "message": "Task not found"}}
+A2A_V03_ERROR = {
+    "jsonrpc": "2.0",
+    "id": "err-1",
+    "error": {"code": -32001, "data": None, "message": "Task not found"},
+}
+
+
+def rpc(**members: object) -> dict[str, object]:
+    """A JSON-RPC object: jsonrpc "2.0" and id 1 unless given (ABSENT removes one)."""
+    value: dict[str, object] = {"jsonrpc": "2.0", "id": 1}
+    value.update(members)
+    return {k: v for k, v in value.items() if v is not ABSENT}
+
+
+ABSENT = object()
+
 
 
 def test_request() -> None:
@@ -60,7 +83,8 @@ def test_error_responses_v10_and_v03() -> None:
         assert (msg.error.code, msg.error.message) == (-32001, "Task not found")
         assert msg.error.has_data
     assert classify(A2A_V03_ERROR).error.data is None  # type: ignore[union-attr]
-    assert classify({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}}).error.has_data is False  # type: ignore[union-attr]
+    bare = classify(rpc(error={"code": 1, "message": "m"})).error
+    assert bare is not None and bare.has_data is False
 
 
 @pytest.mark.parametrize("path", ["a2a_v03_text.sse", "a2a_v10_crash.sse"])
@@ -87,30 +111,30 @@ def test_result_may_be_null() -> None:
 
 
 def test_response_to_an_unreadable_request_has_null_id() -> None:
-    msg = classify({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+    msg = classify(rpc(id=None, error={"code": -32700, "message": "Parse error"}))
     assert msg.valid and msg.has_id and msg.id is None
 
 
 @pytest.mark.parametrize(
     ("value", "kind", "problem"),
     [
-        ({"jsonrpc": "1.0", "id": 1, "result": 1}, RPCKind.RESULT, 'jsonrpc must be "2.0"'),
-        ({"jsonrpc": 2.0, "id": 1, "result": 1}, RPCKind.RESULT, 'jsonrpc must be "2.0"'),
-        ({"jsonrpc": "2.0", "result": 1}, RPCKind.RESULT, "must have an id"),
-        ({"jsonrpc": "2.0", "id": 1, "result": 1, "error": {"code": 1, "message": "m"}}, RPCKind.ERROR, "both result and error"),
-        ({"jsonrpc": "2.0", "id": 1, "error": "boom"}, RPCKind.ERROR, "error must be an object"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"message": "m"}}, RPCKind.ERROR, "error has no code"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"code": "-32603", "message": "m"}}, RPCKind.ERROR, "error.code must be an integer"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"code": 1.5, "message": "m"}}, RPCKind.ERROR, "error.code must be an integer"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"code": True, "message": "m"}}, RPCKind.ERROR, "error.code must be an integer"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"code": 1}}, RPCKind.ERROR, "error has no message"),
-        ({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": 2}}, RPCKind.ERROR, "error.message must be a string"),
-        ({"jsonrpc": "2.0", "id": [1], "result": 1}, RPCKind.RESULT, "id must be a string, a number or null"),
-        ({"jsonrpc": "2.0", "id": True, "result": 1}, RPCKind.RESULT, "id must be a string, a number or null"),
-        ({"jsonrpc": "2.0", "id": 1, "method": 5}, RPCKind.REQUEST, "method must be a string"),
-        ({"jsonrpc": "2.0", "id": 1, "method": "m", "params": 5}, RPCKind.REQUEST, "params must be an array or an object"),
-        ({"jsonrpc": "2.0", "id": 1, "method": "m", "result": 1}, RPCKind.REQUEST, "cannot have result or error"),
-        ({"jsonrpc": "2.0", "id": 1}, RPCKind.INVALID, "neither method"),
+        (rpc(jsonrpc="1.0", result=1), RPCKind.RESULT, 'jsonrpc must be "2.0"'),
+        (rpc(jsonrpc=2.0, result=1), RPCKind.RESULT, 'jsonrpc must be "2.0"'),
+        (rpc(id=ABSENT, result=1), RPCKind.RESULT, "must have an id"),
+        (rpc(result=1, error={"code": 1, "message": "m"}), RPCKind.ERROR, "both result and error"),
+        (rpc(error="boom"), RPCKind.ERROR, "error must be an object"),
+        (rpc(error={"message": "m"}), RPCKind.ERROR, "error has no code"),
+        (rpc(error={"code": "-32603", "message": "m"}), RPCKind.ERROR, "must be an integer"),
+        (rpc(error={"code": 1.5, "message": "m"}), RPCKind.ERROR, "must be an integer"),
+        (rpc(error={"code": True, "message": "m"}), RPCKind.ERROR, "must be an integer"),
+        (rpc(error={"code": 1}), RPCKind.ERROR, "error has no message"),
+        (rpc(error={"code": 1, "message": 2}), RPCKind.ERROR, "message must be a string"),
+        (rpc(id=[1], result=1), RPCKind.RESULT, "id must be a string, a number or null"),
+        (rpc(id=True, result=1), RPCKind.RESULT, "id must be a string, a number or null"),
+        (rpc(method=5), RPCKind.REQUEST, "method must be a string"),
+        (rpc(method="m", params=5), RPCKind.REQUEST, "params must be an array or an object"),
+        (rpc(method="m", result=1), RPCKind.REQUEST, "cannot have result or error"),
+        (rpc(), RPCKind.INVALID, "neither method"),
     ],
 )
 def test_envelope_problems(value: dict[str, object], kind: RPCKind, problem: str) -> None:
@@ -165,7 +189,13 @@ def test_expected_jsonrpc_without_the_jsonrpc_member() -> None:
 
 
 def test_classify_never_raises_on_json_values() -> None:
-    values = [json.loads(s) for s in ('{"jsonrpc": null}', '{"jsonrpc": "2.0", "error": null, "id": 1}', '{"jsonrpc": "2.0", "method": null}', "{}")]
+    texts = [
+        '{"jsonrpc": null}',
+        '{"jsonrpc": "2.0", "error": null, "id": 1}',
+        '{"jsonrpc": "2.0", "method": null}',
+        "{}",
+    ]
+    values = [json.loads(s) for s in texts]
     for value in values:
         classify(value)
         classify(value, expected=True)

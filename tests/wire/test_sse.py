@@ -22,6 +22,15 @@ def fields(events: list[SSEEvent]) -> list[tuple[object, ...]]:
     return [(e.data, e.event, e.id, e.last_event_id, e.retry) for e in events if e.dispatched]
 
 
+def with_offsets(events: list[SSEEvent]) -> list[tuple[object, ...]]:
+    """What the reference interpreter gives: the fields plus start and end."""
+    return [
+        (e.data, e.event, e.id, e.last_event_id, e.retry, e.start, e.end)
+        for e in events
+        if e.dispatched
+    ]
+
+
 def feed_all(chunks: list[bytes], **options: object) -> list[SSEEvent]:
     parser = SSEParser(**options)  # type: ignore[arg-type]
     out: list[SSEEvent] = []
@@ -39,7 +48,7 @@ WHATWG_RULES = [
     ("CR line ends", b"data: a\r\r", [("a", M, M, "", M)]),
     ("CRLF line ends", b"data: a\r\n\r\n", [("a", M, M, "", M)]),
     ("mixed line ends", b"data: a\rdata: b\ndata: c\r\n\n", [("a\nb\nc", M, M, "", M)]),
-    ("CRLF is one line end, not a blank line", b"data: a\r\ndata: b\r\n\r\n", [("a\nb", M, M, "", M)]),
+    ("CRLF is one line end", b"data: a\r\ndata: b\r\n\r\n", [("a\nb", M, M, "", M)]),
     ("LF CR is two line ends", b"data: a\n\rdata: b\n\n", [("a", M, M, "", M), ("b", M, M, "", M)]),
     ("leading BOM skipped", BOM + b"data: a\n\n", [("a", M, M, "", M)]),
     ("only one BOM skipped", BOM + BOM + b"data: a\n\ndata: b\n\n", [("b", M, M, "", M)]),
@@ -99,7 +108,11 @@ WHATWG_RULES = [
     ("unknown field ignored", b"foo: bar\ndata: a\n\n", [("a", M, M, "", M)]),
     ("field names are case-sensitive", b"Data: a\n\n", []),
     ("space before the colon is part of the name", b"data : a\n\n", []),
-    ("blank lines between events", b"\n\n\ndata: a\n\n\n\ndata: b\n\n", [("a", M, M, "", M), ("b", M, M, "", M)]),
+    (
+        "blank lines between events",
+        b"\n\n\ndata: a\n\n\n\ndata: b\n\n",
+        [("a", M, M, "", M), ("b", M, M, "", M)],
+    ),
     ("no blank line at the end: not dispatched", b"data: a\n", []),
     ("incomplete last line: not dispatched", b"data: a\n\ndata: b", [("a", M, M, "", M)]),
     ("UTF-8 text", "data: héllo €\n\n".encode(), [("héllo €", M, M, "", M)]),
@@ -185,7 +198,8 @@ def test_emit_empty_returns_undispatched_blocks() -> None:
         (False, None, 10, 0, ""),
         (True, None, None, 0, "a"),
     ]
-    assert [body[e.start : e.end] for e in events] == [b": keepalive\n", b"id: 5\n", b"retry: 10\n", b"data: a\n"]
+    blocks = [body[e.start : e.end] for e in events]
+    assert blocks == [b": keepalive\n", b"id: 5\n", b"retry: 10\n", b"data: a\n"]
     assert fields(parse_sse(body)) == [("a", None, None, "5", None)]
 
 
@@ -205,7 +219,7 @@ def test_offsets_cover_the_event_lines() -> None:
 def test_real_streams_match_the_reference(path: Path) -> None:
     body = path.read_bytes()
     events = parse_sse(body)
-    got = [(e.data, e.event, e.id, e.last_event_id, e.retry, e.start, e.end) for e in events if e.dispatched]
+    got = with_offsets(events)
     assert got == reference_events(body)
     assert got, "a capture with no events"
     for e in events:
@@ -270,10 +284,11 @@ sse_like = st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join)
 
 @settings(max_examples=200, deadline=None)
 @given(sse_like, st.data())
-def test_generated_streams_match_the_reference_under_any_split(body: bytes, data: st.DataObject) -> None:
+def test_generated_streams_match_the_reference_under_any_split(
+    body: bytes, data: st.DataObject
+) -> None:
     events = feed_all(_random_chunks(data, body))
-    got = [(e.data, e.event, e.id, e.last_event_id, e.retry, e.start, e.end) for e in events if e.dispatched]
-    assert got == reference_events(body)
+    assert with_offsets(events) == reference_events(body)
     assert events == parse_sse(body)
 
 
@@ -350,7 +365,8 @@ def test_invalid_utf8_in_event_and_id_fields() -> None:
 def test_line_too_long_is_dropped_and_the_stream_resyncs() -> None:
     big = b"data: " + b"x" * 100 + b"\n"
     body = b"data: before\n\n" + big + b"\ndata: after\n\n"
-    for chunks in ([body], [body[i : i + 7] for i in range(0, len(body), 7)], [body[i : i + 1] for i in range(len(body))]):
+    sevens = [body[i : i + 7] for i in range(0, len(body), 7)]
+    for chunks in ([body], sevens, [body[i : i + 1] for i in range(len(body))]):
         before, dropped, after = feed_all(chunks, max_line=50)
         assert before.data == "before" and after.data == "after"
         assert after.error is None
@@ -403,3 +419,16 @@ def test_ten_megabyte_line() -> None:
     big, nxt = feed_all(chunks)
     assert big.error is None and big.data == payload.decode()
     assert nxt.data == "next"
+
+
+def test_bytearray_and_memoryview_chunks() -> None:
+    body = b"event: e\ndata: a\n\n"
+    parser = SSEParser()
+    events = parser.feed(bytearray(body[:5])) + parser.feed(memoryview(body)[5:]) + parser.flush()
+    assert events == parse_sse(body)
+
+
+def test_the_earliest_error_of_an_event_is_kept() -> None:
+    body = b"data: \xff\nid: \xfe\ndata: x\n\n"
+    [event] = parse_sse(body)
+    assert event.error is not None and event.error.offset == 6

@@ -17,7 +17,8 @@ from chatkit_trace.wire import (
 
 def test_text_message_from_server() -> None:
     frame = ws_frame(b'{"type": "delta", "text": "h\xc3\xa9"}', True, False, 12.5, 2, 7)
-    assert (frame.transport, frame.direction, frame.exchange_index, frame.index, frame.at) == ("ws", "in", 2, 7, 12.5)
+    where = (frame.transport, frame.direction, frame.exchange_index, frame.index, frame.at)
+    assert where == ("ws", "in", 2, 7, 12.5)
     assert frame.text == '{"type": "delta", "text": "hé"}'
     assert frame.raw is None and frame.start is None and frame.end is None
     assert event_json(frame) == ({"type": "delta", "text": "hé"}, None)
@@ -69,14 +70,18 @@ class FakeMessage:  # the attributes of mitmproxy's WebSocketMessage that are re
 
 def test_from_a_mitmproxy_shaped_message() -> None:
     frame = ws_frame_from_message(FakeMessage(b'{"x": 1}', True, True, 3.0), 4, 1)
-    assert (frame.direction, frame.text, frame.at, frame.exchange_index, frame.index) == ("out", '{"x": 1}', 3.0, 4, 1)
+    where = (frame.direction, frame.text, frame.at, frame.exchange_index, frame.index)
+    assert where == ("out", '{"x": 1}', 3.0, 4, 1)
+
+
+BINARY_JSON = base64.b64encode(b'{"bin": true}').decode()
 
 
 def test_from_har_web_socket_messages() -> None:
     messages = [
         {"type": "send", "time": 1796022900.25, "opcode": 1, "data": '{"subscribe": "s1"}'},
         {"type": "receive", "time": 1796022900.5, "opcode": 1, "data": '{"event": "delta"}'},
-        {"type": "receive", "time": 1796022900.75, "opcode": 2, "data": base64.b64encode(b'{"bin": true}').decode()},
+        {"type": "receive", "time": 1796022900.75, "opcode": 2, "data": BINARY_JSON},
         {"type": "receive", "time": 1796022901.0, "opcode": 9, "data": ""},  # ping: no message
         {"type": "receive", "time": 1796022901.5, "opcode": 2, "data": "not base64 !"},
         {"type": "receive", "time": 1796022902, "opcode": 1, "data": "{"},
