@@ -124,6 +124,11 @@ class MyProtocol(AdapterProtocol):
     def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
         return {"text": input_text(input)}
 
+    def decode_input(self, body: Any) -> Any:
+        if isinstance(body, Mapping) and isinstance(body.get("text"), str):
+            return {"text": body["text"]}
+        return None
+
     def project_input(self, input: Any, ctx: EncodeContext) -> list[RuntimeMessage]:
         return [to_user_message(ctx.run_id, input_text(input))]
 

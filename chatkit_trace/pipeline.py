@@ -1,0 +1,507 @@
+"""Replay recorded exchanges through an adapter and the Core, sans-IO.
+
+This is what chatkit would have done with the recorded traffic: every
+exchange's requests become the Core commands the UI issued (send, abort,
+history refresh, resume), every frame goes through the adapter's
+:class:`~chatkit_trace.adapters.SessionDecoder` into facts, and every fact
+through a per-session :class:`~chatkit_trace.core.ChatCore`.  Events of all
+exchanges are processed in the order they happened (request start, frames,
+end of stream), so a subscription interleaved with a run is seen as the UI
+saw it.
+
+Rules applied (each result is recorded, so analysis and the viewer can show
+why):
+
+* a direct run/resume stream is read until a terminal update (R2.5a) or the
+  first frame that cannot be decoded (R2.5); later frames are still decoded,
+  into *shadow* facts that never reach the Core, so output lost after the
+  terminal can be reported (CK101);
+* a subscription routes each event by ``identify_event`` (R2.6, R11.2):
+  ``starts_run`` registers a passive run, an event naming another session
+  is admitted under that session id so the Core rejects it ``wrong-session``
+  (R11.5), an event with no identity is unrouted (R11.7);
+* a stream that ends without a conclusion leaves the run running and marks
+  its connection (R3.4); a reset or timeout too, never a failure;
+* a run request the client sent while another run was still active is
+  dispatched anyway (:meth:`ChatCore.force_dispatch`): the recording is the
+  truth about what was sent;
+* a request that failed at the HTTP level refuses the dispatch (R2.2).
+
+The result, :class:`Replay`, holds every fact with its admission result, per
+frame, plus the live snapshot at the moment each run settled and every
+history read with the snapshots around it (for CK201).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .adapters import Adapter, EventIdentity, SessionDecoder
+from .core import (
+    AbortRequest,
+    ChatCore,
+    CommandResult,
+    DispatchRequest,
+    Fact,
+    FactResult,
+    HistoryResult,
+    InvalidMessageError,
+    Snapshot,
+)
+from .trace import Exchange
+from .wire import DONE, DecodeError, Frame, event_json
+
+__all__ = [
+    "FactRecord",
+    "FrameRecord",
+    "ExchangeRecord",
+    "HistoryRecord",
+    "RunRecord",
+    "SessionReplay",
+    "Replay",
+    "replay",
+    "STREAMING",
+]
+
+STREAMING = ("run", "regenerate", "edit", "resume")
+DEFAULT_SESSION = "default"
+
+
+@dataclass
+class FactRecord:
+    """One fact and what the Core did with it."""
+
+    seq: int
+    fact: Fact
+    result: FactResult
+    exchange_index: int | None
+    frame_index: int | None
+    snapshot_version: int
+
+
+@dataclass
+class FrameRecord:
+    """What became of one frame.
+
+    ``state`` is one of ``admitted`` (decoded and its facts admitted),
+    ``error`` (it could not be decoded: the reader stops here, R2.5),
+    ``after-terminal`` / ``after-error`` (the reader had stopped, R2.5a),
+    ``duplicate`` (the factory dropped a repeated outer event id),
+    ``unrouted`` (a subscription event with no run identity, R11.7),
+    ``outgoing`` (client to server), ``empty`` (nothing to decode, e.g. a
+    keepalive), ``ignored`` (an exchange no profile route matched).
+    """
+
+    exchange_index: int
+    frame_index: int
+    state: str
+    session_id: str | None = None
+    run_id: str | None = None
+    facts: list[FactRecord] = field(default_factory=list)
+    shadow: list[Fact] = field(default_factory=list)
+    error: DecodeError | str | None = None
+    #: The event decoded to no update (an unknown event type, R2.4).
+    unknown: bool = False
+    #: The event's type, for counting unknown ones (CK406).
+    event_type: str | None = None
+    #: An end-of-reader marker (``[DONE]``, A2A ``final``, Hermes ``done``).
+    end_marker: bool = False
+    identity: EventIdentity | None = None
+    at: float = 0.0
+
+
+@dataclass
+class HistoryRecord:
+    exchange_index: int
+    session_id: str
+    result: HistoryResult | None
+    error: str | None
+    command: CommandResult | None
+    before: Snapshot
+    after: Snapshot
+    at: float = 0.0
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    session_id: str
+    exchanges: list[int] = field(default_factory=list)
+    #: The live snapshot right after the run settled (None: never settled).
+    settled: Snapshot | None = None
+    settled_by: str | None = None  # "fact" | "history" | "status"
+    settled_at: float | None = None
+
+
+@dataclass
+class ExchangeRecord:
+    exchange: Exchange
+    session_id: str | None
+    run_id: str | None
+    dispatch: str | None = None  # accepted | refused | continued
+    #: (reason, frame index) where the Core's reader stopped: terminal or error.
+    reader_stop: tuple[str, int] | None = None
+    concluded: bool = False
+    end_marker_frame: int | None = None
+    history: HistoryRecord | None = None
+    frames: list[FrameRecord] = field(default_factory=list)
+
+
+@dataclass
+class SessionReplay:
+    session_id: str
+    core: ChatCore
+    decoder: SessionDecoder
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    history: list[HistoryRecord] = field(default_factory=list)
+
+
+@dataclass
+class Replay:
+    sessions: dict[str, SessionReplay] = field(default_factory=dict)
+    exchanges: dict[int, ExchangeRecord] = field(default_factory=dict)
+    frames: list[FrameRecord] = field(default_factory=list)
+    facts: list[FactRecord] = field(default_factory=list)
+
+    def frame(self, exchange_index: int, frame_index: int) -> FrameRecord | None:
+        ex = self.exchanges.get(exchange_index)
+        if ex is None or frame_index >= len(ex.frames):
+            return None
+        return ex.frames[frame_index]
+
+    @property
+    def violations(self) -> list[FactRecord]:
+        """Facts rejected for a contract violation (not idempotently)."""
+        return [f for f in self.facts if f.result.violation]
+
+
+class _Replayer:
+    def __init__(self, adapter: Adapter, capabilities: Iterable[str] | None) -> None:
+        self.adapter = adapter
+        self.capabilities = frozenset(capabilities) if capabilities is not None else adapter.capabilities
+        self.out = Replay()
+        self._seq = 0
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def session(self, session_id: str | None) -> SessionReplay:
+        sid = session_id or DEFAULT_SESSION
+        s = self.out.sessions.get(sid)
+        if s is None:
+            core = ChatCore(sid, capabilities=self.capabilities, clock=lambda: 0.0)
+            s = self.out.sessions[sid] = SessionReplay(sid, core, self.adapter.decoder(sid))
+        return s
+
+    def run_record(self, s: SessionReplay, run_id: str) -> RunRecord:
+        rec = s.runs.get(run_id)
+        if rec is None:
+            rec = s.runs[run_id] = RunRecord(run_id, s.session_id)
+        return rec
+
+    def _note_settled(self, s: SessionReplay, by: str, at: float) -> None:
+        snap = s.core.snapshot
+        for view in snap.runs:
+            if view.terminal:
+                rec = self.run_record(s, view.id)
+                if rec.settled is None:
+                    rec.settled, rec.settled_by, rec.settled_at = snap, by, at
+
+    def admit(self, s: SessionReplay, fact: Fact, ex: int | None, frame: int | None, *, session_id: str | None = None) -> FactRecord:
+        if session_id is not None and session_id != s.session_id:
+            fact = type(fact)(**{**_fields(fact), "session_id": session_id})
+        result = s.core.admit(fact)
+        self._seq += 1
+        rec = FactRecord(self._seq, fact, result, ex, frame, s.core.snapshot.version)
+        self.out.facts.append(rec)
+        if result.accepted and fact.kind in ("completed", "failed", "interrupted"):
+            self._note_settled(s, "fact", fact.at or 0.0)
+        return rec
+
+    def drain(self, s: SessionReplay, exchange: Exchange) -> None:
+        for req in s.core.take_requests():
+            if isinstance(req, DispatchRequest):
+                s.core.dispatch_settled(req.run_id, not exchange.failed)
+            elif isinstance(req, AbortRequest):
+                pass  # settled when the abort exchange's status is known
+
+    # -- exchange start -------------------------------------------------------------
+
+    def start(self, exchange: Exchange) -> None:
+        cap = exchange.capability
+        rec = ExchangeRecord(exchange, exchange.session_id, exchange.run_id)
+        self.out.exchanges[exchange.index] = rec
+        if cap is None:
+            return
+        s = self.session(exchange.session_id)
+        rec.session_id = s.session_id
+        at = exchange.started_at * 1000.0
+        if cap in ("run", "regenerate", "edit"):
+            run_id = exchange.run_id or f"x{exchange.index}"
+            rec.run_id = run_id
+            self.run_record(s, run_id).exchanges.append(exchange.index)
+            view = s.core.run_view(run_id)
+            if view is not None:
+                rec.dispatch = "continued"  # e.g. the OpenAI tool loop: same run, another request
+                return
+            body = exchange.request_json()
+            try:
+                input = self.adapter.protocol.decode_input(body)
+            except Exception:  # noqa: BLE001 - a recorded body we cannot read
+                input = None
+            project = s.decoder.project(input, run_id, tuple(s.core.snapshot.messages)) if input is not None else []
+            if cap == "run":
+                res = s.core.send(run_id, input if input is not None else body, project=project, at=at)
+            elif cap == "regenerate":
+                res = s.core.regenerate(run_id, target=exchange.target_run_id, project=project, at=at)
+            else:
+                res = s.core.edit(run_id, target=exchange.target_run_id or "", input=input, project=project, at=at)
+            if not res.ok and cap != "run":
+                # The Core would not have sent it; the client did: record as a plain send.
+                s.core.send(run_id, input if input is not None else body, project=project, at=at)
+            view = s.core.run_view(run_id)
+            if view is not None and view.status == "queued":
+                s.core.force_dispatch(run_id, at=at)
+            self.drain(s, exchange)
+            view = s.core.run_view(run_id)
+            rec.dispatch = "accepted" if view is not None else "refused"
+        elif cap == "resume":
+            run_id = exchange.run_id or f"x{exchange.index}"
+            rec.run_id = run_id
+            self.run_record(s, run_id).exchanges.append(exchange.index)
+            if s.core.run_view(run_id) is None and not exchange.failed:
+                s.core.register_run(run_id=run_id, at=at)
+            elif not exchange.failed:
+                s.core.observe_connection(run_id=run_id, state="connected")
+        elif cap == "abort":
+            run_id = exchange.run_id
+            if run_id is not None and s.core.run_view(run_id) is not None:
+                s.core.abort(run_id, at=at)
+                s.core.take_requests()
+                s.core.abort_settled(run_id, not exchange.failed, at=at)
+        elif cap == "history":
+            self.history(s, exchange, rec)
+        elif cap == "status":
+            self.status(s, exchange)
+
+    def history(self, s: SessionReplay, exchange: Exchange, rec: ExchangeRecord) -> None:
+        before = s.core.snapshot
+        result: HistoryResult | None = None
+        error: str | None = None
+        command: CommandResult | None = None
+        if exchange.failed:
+            error = f"history request failed (HTTP {exchange.status})"
+        else:
+            value = exchange.response_json()
+            try:
+                result = s.decoder.history(value)
+            except InvalidMessageError as err:
+                error = str(err)
+                s.core._invalid(err.with_source("history"))  # reported like the Core's own (R3.7)
+                command = CommandResult(False, str(err), "invalid-message", err.rule)
+            except Exception as err:  # noqa: BLE001 - decode_history raised on this body
+                error = f"decode_history failed: {type(err).__name__}: {err}"
+            if result is not None:
+                command = s.core.apply_history(result, at=exchange.started_at * 1000.0)
+                self._note_settled(s, "history", exchange.started_at)
+        hist = HistoryRecord(exchange.index, s.session_id, result, error, command, before, s.core.snapshot, exchange.started_at)
+        s.history.append(hist)
+        rec.history = hist
+
+    def status(self, s: SessionReplay, exchange: Exchange) -> None:
+        run_id = exchange.run_id
+        if run_id is None or exchange.failed:
+            return
+        try:
+            snap = self.adapter.protocol.decode_status(exchange.response_json(), s.session_id, run_id)
+        except Exception:  # noqa: BLE001
+            return
+        if snap is not None and s.core.run_view(run_id) is not None:
+            s.core.calibrate_run(
+                run_id=run_id,
+                status=snap.status,
+                error=None if snap.error is None else snap.error,
+                interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
+            )
+            self._note_settled(s, "status", exchange.started_at)
+
+    # -- frames ---------------------------------------------------------------------
+
+    def frame(self, exchange: Exchange, frame: Frame) -> None:
+        rec = self.out.exchanges[exchange.index]
+        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, at=frame.at)
+        rec.frames.append(fr)
+        self.out.frames.append(fr)
+        cap = exchange.capability
+        if cap is None:
+            fr.state = "ignored"
+            return
+        if frame.direction == "out":
+            fr.state = "outgoing"
+            return
+        s = self.session(exchange.session_id)
+        stopped = rec.reader_stop is not None
+        if frame.error is not None and frame.error.stops_reader:
+            fr.error = frame.error
+            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+            if not stopped:
+                rec.reader_stop = ("error", frame.index)
+            return
+        value, err = event_json(frame)
+        if err is not None:
+            fr.error = err
+            if frame.text is None and not stopped:
+                fr.state = "empty"
+                return
+            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+            if not stopped:
+                rec.reader_stop = ("error", frame.index)
+            return
+        if frame.error is not None:
+            fr.error = frame.error  # e.g. invalid UTF-8 that JSON still parsed
+        fr.event_type = _event_type(value)
+        if cap == "subscribe":
+            self.route(s, exchange, frame, fr, value)
+            return
+        if cap not in STREAMING:
+            fr.state = "empty"
+            return
+        run_id = rec.run_id or f"x{exchange.index}"
+        identity = self._identity(value)
+        fr.identity = identity
+        fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
+        decoded = s.decoder.decode(
+            value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
+        )
+        if stopped:
+            fr.state = "after-" + rec.reader_stop[0]
+            fr.shadow = list(decoded.facts)
+            return
+        if decoded.duplicate:
+            fr.state = "duplicate"
+            return
+        if decoded.error is not None:
+            fr.state = "error"
+            fr.error = decoded.error
+            rec.reader_stop = ("error", frame.index)
+            return
+        fr.unknown = not decoded.updates and value is not DONE
+        for fact in decoded.facts:
+            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+        if decoded.terminal:
+            rec.reader_stop = ("terminal", frame.index)
+            rec.concluded = True
+        elif fr.end_marker and rec.end_marker_frame is None:
+            rec.end_marker_frame = frame.index
+
+    def _identity(self, value: Any) -> EventIdentity | None:
+        protocol = self.adapter.protocol
+        if value is DONE or not protocol.implements("identify_event"):
+            return None
+        try:
+            return protocol.identify_event(value)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def route(self, s: SessionReplay, exchange: Exchange, frame: Frame, fr: FrameRecord, value: Any) -> None:
+        decoded = s.decoder.route(value, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0)
+        ident = decoded.identity
+        fr.identity = ident
+        if decoded.error is not None:
+            fr.state, fr.error = "error", decoded.error
+            return
+        if ident is None:
+            fr.state = "unrouted" if value is not DONE else "empty"
+            fr.end_marker = value is DONE
+            return
+        fr.run_id = ident.run_id
+        fr.end_marker = ident.ends_response
+        run_rec = self.run_record(s, ident.run_id)
+        if exchange.index not in run_rec.exchanges:
+            run_rec.exchanges.append(exchange.index)
+        if ident.session_id is not None and ident.session_id != s.session_id:
+            # Decode it for the record and let the Core reject it (R11.5, CK501).
+            shadow = s.decoder.decode(value, run_id=ident.run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}")
+            for fact in shadow.facts:
+                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id))
+            if not shadow.facts:
+                fr.state = "wrong-session"
+            return
+        if decoded.duplicate:
+            fr.state = "duplicate"
+            return
+        if ident.starts_run and s.core.run_view(ident.run_id) is None:
+            s.core.register_run(run_id=ident.run_id, at=frame.at * 1000.0)
+        fr.unknown = not decoded.updates
+        for fact in decoded.facts:
+            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+
+    # -- end of an exchange -----------------------------------------------------------
+
+    def end(self, exchange: Exchange) -> None:
+        rec = self.out.exchanges[exchange.index]
+        if exchange.capability not in STREAMING or rec.run_id is None:
+            return
+        s = self.session(exchange.session_id)
+        view = s.core.run_view(rec.run_id)
+        if view is None or view.terminal or rec.concluded:
+            return
+        if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
+            # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
+            s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+def _fields(fact: Fact) -> dict[str, Any]:
+    from dataclasses import fields
+
+    return {f.name: getattr(fact, f.name) for f in fields(fact)}
+
+
+def _event_type(value: Any) -> str | None:
+    if value is DONE:
+        return "[DONE]"
+    if isinstance(value, dict):
+        for key in ("type", "event", "kind", "object"):
+            v = value.get(key)
+            if isinstance(v, str):
+                return v
+        result = value.get("result")
+        if isinstance(result, dict):
+            for key in ("kind", "type"):
+                v = result.get(key)
+                if isinstance(v, str):
+                    return v
+    return None
+
+
+def replay(
+    exchanges: Iterable[Exchange],
+    adapter: Adapter,
+    *,
+    capabilities: Iterable[str] | None = None,
+) -> Replay:
+    """Replay ``exchanges`` (any order: they are sorted by time) through ``adapter``.
+
+    ``capabilities`` are the Core's (from the route profile); by default the
+    adapter's.
+    """
+    r = _Replayer(adapter, capabilities)
+    events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
+    for ex in exchanges:
+        events.append((ex.started_at, 0, ex.index, -1, ex, None))
+        last = ex.started_at
+        for fr in ex.frames:
+            t = max(fr.at, ex.started_at) if fr.at else ex.started_at
+            events.append((t, 1, ex.index, fr.index, ex, fr))
+            last = max(last, t)
+        events.append((max(ex.ended_at or last, last), 2, ex.index, 1 << 30, ex, None))
+    events.sort(key=lambda e: (e[0], e[2], e[1], e[3]))
+    for _, kind, _, _, ex, fr in events:
+        if kind == 0:
+            r.start(ex)
+        elif kind == 1:
+            r.frame(ex, fr)  # type: ignore[arg-type]
+        else:
+            r.end(ex)
+    return r.out

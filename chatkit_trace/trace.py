@@ -1,0 +1,134 @@
+"""The recorded trace in memory: HTTP exchanges with their frames.
+
+A proxy sees exchanges, not chatkit commands.  The capture layer (route
+profiles, ARCHITECTURE.md "Identity") classifies each exchange as a
+capability (``run``, ``subscribe``, ``resume``, ``history``, ``status``,
+``abort``, ``steer``, ``regenerate``, ``edit``) and finds its session and run
+ids; :mod:`chatkit_trace.pipeline` then replays the exchanges through the
+adapter and the Core.  Raw frames are the source of truth: everything
+derived from them can be recomputed (``chatkit-trace redecode``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from .wire import Frame
+
+__all__ = ["Exchange", "CAPABILITY_KINDS", "STREAM_ENDS", "frames_from_body"]
+
+#: What an exchange can be, from the route profile.
+CAPABILITY_KINDS = ("run", "subscribe", "resume", "history", "status", "abort", "steer", "regenerate", "edit")
+
+#: How a response stream ended.
+STREAM_ENDS = (
+    "complete",  # a clean end of the body
+    "reset",  # the upstream dropped the connection mid-body
+    "client-gone",  # the client went away
+    "timeout",
+    "error",  # any other transport error (see ``Exchange.error``)
+    "open",  # still streaming when the recording stopped
+)
+
+
+@dataclass
+class Exchange:
+    """One HTTP exchange (or WebSocket connection) and what it carried."""
+
+    index: int
+    method: str = "GET"
+    url: str = ""
+    started_at: float = 0.0
+    ended_at: float | None = None
+    request_headers: Sequence[tuple[str, str]] = ()
+    request_body: bytes | None = None
+    status: int | None = None
+    response_headers: Sequence[tuple[str, str]] = ()
+    #: The whole response body when it was not a stream (history JSON …).
+    response_body: bytes | None = None
+    #: ``sse``, ``ws``, ``ndjson``, ``body`` or ``None`` (no stream).
+    transport: str | None = None
+    frames: list[Frame] = field(default_factory=list)
+    #: How the response stream ended (:data:`STREAM_ENDS`), ``None`` for no stream.
+    end: str | None = None
+    error: str | None = None
+    # -- identity, from the route profile (ARCHITECTURE.md "Identity") ------------
+    capability: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    #: Where the run id came from: ``path``, ``query``, ``header``, ``body``,
+    #: ``response``, ``wire`` (the events) or ``derived`` (from the exchange).
+    run_id_source: str | None = None
+    #: A resume's cursor (the event id it resumes after).
+    cursor: str | None = None
+    #: The run a regenerate/edit replaces.
+    target_run_id: str | None = None
+    flow_id: str | None = None
+    #: Capture notes (dropped chunks, redaction applied …), free-form.
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.url).path or "/"
+
+    def header(self, name: str, response: bool = False) -> str | None:
+        lname = name.lower()
+        for k, v in self.response_headers if response else self.request_headers:
+            if k.lower() == lname:
+                return v
+        return None
+
+    def request_json(self) -> Any:
+        """The request body as JSON, or ``None`` when it is empty or not JSON."""
+        return _json(self.request_body)
+
+    def response_json(self) -> Any:
+        return _json(self.response_body)
+
+    @property
+    def failed(self) -> bool:
+        """The call did not complete at the HTTP level (R2.2, CK110)."""
+        return self.status is None or self.status >= 400
+
+
+def _json(body: bytes | None) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def frames_from_body(
+    body: bytes,
+    exchange_index: int,
+    *,
+    transport: str = "sse",
+    content_encoding: str | None = None,
+    at: float = 0.0,
+    spacing: float = 0.0,
+) -> list[Frame]:
+    """Frames of a whole recorded body (HAR import, fixtures, tests).
+
+    ``at`` is the first frame's time and ``spacing`` the gap between frames
+    (a HAR file has no per-event times).  Content-encoded bodies are decoded
+    first; decode problems come out as frames' errors, never as exceptions.
+    """
+    from .wire import NDJSONSplitter, SSEParser, body_frame, frame_from_sse, make_decoder
+
+    decoder = make_decoder(content_encoding)
+    data = decoder.decode(body) + decoder.flush()
+    if transport == "sse":
+        parser = SSEParser()
+        events = parser.feed(data) + parser.flush()
+        return [frame_from_sse(ev, exchange_index, i, at + i * spacing) for i, ev in enumerate(events)]
+    if transport == "ndjson":
+        splitter = NDJSONSplitter(exchange_index)
+        frames = splitter.feed(data, at) + splitter.flush(at)
+        return frames
+    return [body_frame(data, exchange_index, at)]
