@@ -293,7 +293,7 @@ def test_generated_streams_match_the_reference_under_any_split(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.binary(max_size=2000), st.data(), st.integers(1, 64))
+@given(st.one_of(st.binary(max_size=2000), sse_like), st.data(), st.integers(1, 64))
 def test_fuzz_arbitrary_bytes_never_raise(body: bytes, data: st.DataObject, max_line: int) -> None:
     events = feed_all(_random_chunks(data, body), max_line=max_line)
     assert events == parse_sse(body, max_line=max_line)
