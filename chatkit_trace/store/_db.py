@@ -1,0 +1,353 @@
+"""``TraceStore``: one recording in one SQLite file (sqlite-utils underneath).
+
+One writer (the recorder's writer thread, ``import`` or ``redecode``), any
+number of readers (``check``, ``view``, ``export``).  The file runs in WAL
+mode so a viewer can follow a recording while the addon writes it.
+
+Errors for people: a path that is not SQLite, a SQLite file that is not a
+trace, a trace from a newer chatkit-trace: each is a
+:class:`TraceFormatError` with one sentence saying what and where.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from ..core import ChatkitTraceError
+from ..trace import Exchange
+from ..wire import DecodeError, Frame
+from ._schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["TraceStore", "TraceFormatError", "frame_id", "parse_frame_id"]
+
+
+class TraceFormatError(ChatkitTraceError, ValueError):
+    """A file is not a trace database this version can read; the message says why."""
+
+
+def frame_id(exchange_index: int, frame_index: int) -> str:
+    """The stable id of a frame in findings and fixtures: ``"{exchange}:{frame}"``."""
+    return f"{exchange_index}:{frame_index}"
+
+
+def parse_frame_id(value: str) -> tuple[int, int]:
+    a, _, b = value.partition(":")
+    return int(a), int(b)
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _loads(value: str | None, default: Any = None) -> Any:
+    if value is None:
+        return default
+    return json.loads(value)
+
+
+_EXCHANGE_COLUMNS = (
+    "id",
+    "flow_id",
+    "started_at",
+    "ended_at",
+    "method",
+    "url",
+    "path",
+    "request_headers",
+    "request_body",
+    "status",
+    "response_headers",
+    "response_body",
+    "transport",
+    "end",
+    "error",
+    "capability",
+    "session_id",
+    "run_id",
+    "run_id_source",
+    "cursor",
+    "target_run_id",
+    "notes",
+)
+_FRAME_COLUMNS = (
+    "exchange_id",
+    "idx",
+    "transport",
+    "direction",
+    "at",
+    "event",
+    "event_id",
+    "start",
+    "end",
+    "text",
+    "raw",
+    "error",
+    "data_offsets",
+)
+_FRAME_INSERT = (
+    "INSERT OR REPLACE INTO frames (" + ", ".join(f'"{c}"' for c in _FRAME_COLUMNS) + ") "
+    f"VALUES ({', '.join('?' for _ in _FRAME_COLUMNS)})"
+)
+
+
+def exchange_row(ex: Exchange) -> dict[str, Any]:
+    return {
+        "id": ex.index,
+        "flow_id": ex.flow_id,
+        "started_at": ex.started_at,
+        "ended_at": ex.ended_at,
+        "method": ex.method,
+        "url": ex.url,
+        "path": ex.path,
+        "request_headers": _dumps([list(h) for h in ex.request_headers]),
+        "request_body": ex.request_body,
+        "status": ex.status,
+        "response_headers": _dumps([list(h) for h in ex.response_headers]),
+        "response_body": ex.response_body,
+        "transport": ex.transport,
+        "end": ex.end,
+        "error": ex.error,
+        "capability": ex.capability,
+        "session_id": ex.session_id,
+        "run_id": ex.run_id,
+        "run_id_source": ex.run_id_source,
+        "cursor": ex.cursor,
+        "target_run_id": ex.target_run_id,
+        "notes": _dumps(ex.notes or {}),
+    }
+
+
+def frame_row(fr: Frame) -> tuple[Any, ...]:
+    return (
+        fr.exchange_index,
+        fr.index,
+        fr.transport,
+        fr.direction,
+        fr.at,
+        fr.event,
+        fr.event_id,
+        fr.start,
+        fr.end,
+        fr.text,
+        fr.raw,
+        _dumps(fr.error.to_json()) if fr.error is not None else None,
+        _dumps(list(fr.data_offsets)) if fr.data_offsets else None,
+    )
+
+
+def _frame_from_row(row: Sequence[Any]) -> Frame:
+    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = row
+    return Frame(
+        ex,
+        idx,
+        transport,
+        direction,
+        text,
+        raw,
+        event,
+        event_id,
+        start,
+        end,
+        at or 0.0,
+        DecodeError.from_json(json.loads(error)) if error else None,
+        tuple(json.loads(offsets)) if offsets else None,
+    )
+
+
+def _exchange_from_row(row: dict[str, Any]) -> Exchange:
+    return Exchange(
+        index=row["id"],
+        method=row["method"] or "GET",
+        url=row["url"] or "",
+        started_at=row["started_at"] or 0.0,
+        ended_at=row["ended_at"],
+        request_headers=[tuple(h) for h in _loads(row["request_headers"], [])],
+        request_body=row["request_body"],
+        status=row["status"],
+        response_headers=[tuple(h) for h in _loads(row["response_headers"], [])],
+        response_body=row["response_body"],
+        transport=row["transport"],
+        end=row["end"],
+        error=row["error"],
+        capability=row["capability"],
+        session_id=row["session_id"],
+        run_id=row["run_id"],
+        run_id_source=row["run_id_source"],
+        cursor=row["cursor"],
+        target_run_id=row["target_run_id"],
+        flow_id=row["flow_id"],
+        notes=_loads(row["notes"], {}),
+    )
+
+
+class TraceStore:
+    """A trace database (see docs/trace-format.md).
+
+    :param path: the file; ``":memory:"`` for an in-memory store (tests).
+    :param create: create the file (and the schema) when it does not exist.
+    :param readonly: open for reading only (``check``, ``view``).
+    """
+
+    def __init__(self, path: str | Path, *, create: bool = False, readonly: bool = False) -> None:
+        self.path = str(path)
+        memory = self.path == ":memory:"
+        if not memory:
+            p = Path(self.path)
+            if p.is_dir():
+                raise TraceFormatError(f"{p} is a directory, not a trace database")
+            if not p.exists() and not create:
+                raise FileNotFoundError(f"no trace database at {p}")
+        try:
+            if readonly and not memory:
+                conn = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 5000")
+            self.db = Database(conn)
+            tables = set(self.db.table_names())
+        except sqlite3.DatabaseError as err:
+            raise TraceFormatError(f"{self.path} is not a SQLite database ({err})") from None
+        self.readonly = readonly
+        if "meta" not in tables:
+            if tables - {"_sqlite_migrations"} and not create:
+                raise TraceFormatError(f"{self.path} is a SQLite database but not a chatkit-trace recording (no meta table)")
+            if readonly:
+                raise TraceFormatError(f"{self.path} is empty: not a chatkit-trace recording")
+            if tables - {"_sqlite_migrations"}:
+                raise TraceFormatError(f"{self.path} already holds other tables: refusing to turn it into a trace")
+            self._init()
+        else:
+            self._check_version()
+        if not readonly and not memory:
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def _init(self) -> None:
+        MIGRATIONS.apply(self.db)
+        from .. import __version__
+
+        self.set_meta("schema_version", SCHEMA_VERSION)
+        self.set_meta("created_at", time.time())
+        self.set_meta("chatkit_trace_version", __version__)
+
+    def _check_version(self) -> None:
+        try:
+            version = int(self.get_meta("schema_version", 0))
+        except (TypeError, ValueError, sqlite3.DatabaseError) as err:
+            raise TraceFormatError(f"{self.path}: unreadable schema version ({err})") from None
+        if version > SCHEMA_VERSION:
+            raise TraceFormatError(
+                f"{self.path} was written by a newer chatkit-trace (schema {version}, this version reads "
+                f"up to {SCHEMA_VERSION}): upgrade chatkit-trace to read it"
+            )
+        if version < SCHEMA_VERSION and not self.readonly:
+            MIGRATIONS.apply(self.db)
+            self.set_meta("schema_version", SCHEMA_VERSION)
+
+    # ------------------------------------------------------------------ meta
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self.db["meta"].insert({"key": key, "value": json.dumps(value, default=str)}, replace=True)
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        rows = list(self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchall())
+        return json.loads(rows[0][0]) if rows else default
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta").fetchall()}
+
+    # ------------------------------------------------------------------ recorded data
+
+    def add_exchange(self, ex: Exchange, *, with_frames: bool = True) -> None:
+        self.db["exchanges"].insert(exchange_row(ex), replace=True)
+        if with_frames and ex.frames:
+            self.add_frames(ex.frames)
+
+    def update_exchange(self, index: int, **fields: Any) -> None:
+        row = {}
+        for k, v in fields.items():
+            if k in ("request_headers", "response_headers"):
+                v = _dumps([list(h) for h in v])
+            elif k == "notes":
+                v = _dumps(v)
+            row[k] = v
+        self.db["exchanges"].update(index, row)
+
+    def add_frames(self, frames: Iterable[Frame]) -> None:
+        self.db.conn.executemany(_FRAME_INSERT, [frame_row(f) for f in frames])
+
+    def add_capture_error(self, where: str, message: str, *, flow_id: str | None = None, exchange_id: int | None = None) -> None:
+        self.db["capture_errors"].insert(
+            {"at": time.time(), "flow_id": flow_id, "exchange_id": exchange_id, "where": where, "message": message}
+        )
+
+    def commit(self) -> None:
+        self.db.conn.commit()
+
+    def close(self) -> None:
+        try:
+            self.db.conn.commit()
+        finally:
+            self.db.conn.close()
+
+    def __enter__(self) -> TraceStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def exchange_count(self) -> int:
+        return self.db["exchanges"].count
+
+    def frame_count(self) -> int:
+        return self.db["frames"].count
+
+    def next_exchange_index(self) -> int:
+        row = self.db.execute("SELECT MAX(id) FROM exchanges").fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+    def exchanges(self, *, with_frames: bool = False, where: str | None = None, params: Sequence[Any] = ()) -> Iterator[Exchange]:
+        """Exchanges in time order (frames loaded per exchange when asked)."""
+        sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + " ORDER BY started_at, id"
+        cursor = self.db.conn.execute(sql, list(params))
+        names = [d[0] for d in cursor.description]
+        for row in cursor:
+            ex = _exchange_from_row(dict(zip(names, row)))
+            if with_frames:
+                ex.frames = self.frames(ex.index)
+            yield ex
+
+    def exchange(self, index: int, *, with_frames: bool = True) -> Exchange | None:
+        for ex in self.exchanges(with_frames=with_frames, where="id = ?", params=[index]):
+            return ex
+        return None
+
+    def frames(self, exchange_index: int, *, start: int = 0, limit: int | None = None) -> list[Frame]:
+        cols = ", ".join(f'"{c}"' for c in _FRAME_COLUMNS)
+        sql = f"SELECT {cols} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx"
+        params: list[Any] = [exchange_index, start]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_frame_from_row(r) for r in self.db.conn.execute(sql, params)]
+
+    def capture_errors(self) -> list[dict[str, Any]]:
+        return list(self.db["capture_errors"].rows)
+
+    # ------------------------------------------------------------------ derived data
+
+    def clear_derived(self) -> None:
+        for table in DERIVED_TABLES:
+            self.db.execute(f"DELETE FROM {table}")
+
+    def rows(self, table: str, where: str | None = None, params: Sequence[Any] = (), order: str | None = None) -> Iterator[dict[str, Any]]:
+        return self.db[table].rows_where(where, list(params), order_by=order)

@@ -1,0 +1,172 @@
+"""The trace database's schema and its migrations (docs/trace-format.md).
+
+One SQLite file per recording.  Recorded tables (``exchanges``, ``frames``,
+``capture_errors``, ``meta``) are the source of truth; derived tables
+(``facts``, ``frame_results``, ``runs``, ``sessions``, ``history_reads``,
+``findings``) are recomputed from them by ``chatkit-trace redecode`` and
+``check``.  Migrations are registered with sqlite-utils' ``Migrations`` and
+run in order; a file whose schema is newer than this version refuses to
+open with a message that says to upgrade.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES"]
+
+SCHEMA_VERSION = 1
+RECORDED_TABLES = ("meta", "exchanges", "frames", "capture_errors")
+DERIVED_TABLES = ("facts", "frame_results", "runs", "sessions", "history_reads", "findings")
+
+MIGRATIONS = Migrations("chatkit_trace")
+
+
+@MIGRATIONS(name="0001_initial")
+def _initial(db: Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["exchanges"].create(
+        {
+            "id": int,
+            "flow_id": str,
+            "started_at": float,
+            "ended_at": float,
+            "method": str,
+            "url": str,
+            "path": str,
+            "request_headers": str,  # JSON list of [name, value]
+            "request_body": bytes,
+            "status": int,
+            "response_headers": str,
+            "response_body": bytes,
+            "transport": str,
+            "end": str,
+            "error": str,
+            "capability": str,
+            "session_id": str,
+            "run_id": str,
+            "run_id_source": str,
+            "cursor": str,
+            "target_run_id": str,
+            "notes": str,  # JSON object
+        },
+        pk="id",
+    )
+    db["exchanges"].create_index(["session_id", "run_id"])
+    db["exchanges"].create_index(["started_at"])
+    db["frames"].create(
+        {
+            "exchange_id": int,
+            "idx": int,
+            "transport": str,
+            "direction": str,
+            "at": float,
+            "event": str,
+            "event_id": str,
+            "start": int,
+            "end": int,
+            "text": str,
+            "raw": bytes,
+            "error": str,  # JSON DecodeError
+            "data_offsets": str,  # JSON list
+        },
+        pk=("exchange_id", "idx"),
+    )
+    db["frames"].create_index(["at"])
+    db["capture_errors"].create(
+        {"id": int, "at": float, "flow_id": str, "exchange_id": int, "where": str, "message": str}, pk="id"
+    )
+    # Derived tables --------------------------------------------------------------
+    db["facts"].create(
+        {
+            "seq": int,
+            "exchange_id": int,
+            "frame_idx": int,
+            "session_id": str,
+            "run_id": str,
+            "kind": str,
+            "event_id": str,
+            "accepted": int,
+            "reason": str,
+            "detail": str,
+            "snapshot_version": int,
+            "fact": str,  # JSON (Fact.to_json)
+        },
+        pk="seq",
+    )
+    db["facts"].create_index(["exchange_id", "frame_idx"])
+    db["facts"].create_index(["session_id", "run_id"])
+    db["frame_results"].create(
+        {
+            "exchange_id": int,
+            "idx": int,
+            "state": str,
+            "session_id": str,
+            "run_id": str,
+            "error": str,
+            "unknown": int,
+            "event_type": str,
+            "end_marker": int,
+            "shadow": str,  # JSON list of facts never admitted (after the reader stopped)
+        },
+        pk=("exchange_id", "idx"),
+    )
+    db["frame_results"].create_index(["session_id", "run_id"])
+    db["runs"].create(
+        {
+            "session_id": str,
+            "run_id": str,
+            "status": str,
+            "origin": str,
+            "phase": str,
+            "connection": str,
+            "error": str,
+            "interrupt_reason": str,
+            "created_at": float,
+            "settled_at": float,
+            "settled_by": str,
+            "exchanges": str,
+            "frames": int,
+            "facts": int,
+            "rejected": int,
+            "first_at": float,
+            "last_at": float,
+            "settled_snapshot": str,  # JSON snapshot at the moment it settled
+        },
+        pk=("session_id", "run_id"),
+    )
+    db["sessions"].create(
+        {"session_id": str, "status": str, "runs": int, "messages": int, "snapshot": str}, pk="session_id"
+    )
+    db["history_reads"].create(
+        {
+            "exchange_id": int,
+            "session_id": str,
+            "at": float,
+            "ok": int,
+            "error": str,
+            "rule": str,
+            "result": str,  # JSON HistoryResult as decoded
+            "before": str,  # JSON snapshot before the refresh
+            "after": str,
+        },
+        pk="exchange_id",
+    )
+    db["findings"].create(
+        {
+            "id": int,
+            "code": str,
+            "severity": str,
+            "rule": str,
+            "session_id": str,
+            "run_id": str,
+            "frames": str,  # JSON list of "exchange:frame"
+            "fingerprint": str,
+            "message": str,
+            "detail": str,  # JSON
+        },
+        pk="id",
+    )
+    db["findings"].create_index(["session_id", "run_id"])
+    db["findings"].create_index(["code"])
