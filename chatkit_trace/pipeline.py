@@ -238,7 +238,7 @@ class _Replayer:
         rec.session_id = s.session_id
         at = exchange.started_at * 1000.0
         if cap in ("run", "regenerate", "edit"):
-            run_id = exchange.run_id or f"x{exchange.index}"
+            run_id = self._run_id(s, exchange)
             rec.run_id = run_id
             self.run_record(s, run_id).exchanges.append(exchange.index)
             view = s.core.run_view(run_id)
@@ -267,7 +267,7 @@ class _Replayer:
             view = s.core.run_view(run_id)
             rec.dispatch = "accepted" if view is not None else "refused"
         elif cap == "resume":
-            run_id = exchange.run_id or f"x{exchange.index}"
+            run_id = self._run_id(s, exchange)
             rec.run_id = run_id
             self.run_record(s, run_id).exchanges.append(exchange.index)
             if s.core.run_view(run_id) is None and not exchange.failed:
@@ -284,6 +284,25 @@ class _Replayer:
             self.history(s, exchange, rec)
         elif cap == "status":
             self.status(s, exchange)
+
+    def _run_id(self, s: SessionReplay, exchange: Exchange) -> str:
+        """The exchange's run id: from the profile, else from the first event
+        that names its run (``identify_event``: A2A taskId, ADK invocationId,
+        Hermes run_id), else derived deterministically from the exchange."""
+        if exchange.run_id:
+            return exchange.run_id
+        for frame in exchange.frames:
+            if frame.direction != "in":
+                continue
+            value, err = event_json(frame)
+            if err is not None or value is None:
+                continue
+            ident = self._identity(value)
+            if ident is not None and ident.run_id:
+                exchange.run_id, exchange.run_id_source = ident.run_id, "events"
+                return ident.run_id
+        exchange.run_id, exchange.run_id_source = f"{s.session_id}:x{exchange.index}", "derived"
+        return exchange.run_id
 
     def history(self, s: SessionReplay, exchange: Exchange, rec: ExchangeRecord) -> None:
         before = s.core.snapshot
@@ -367,7 +386,7 @@ class _Replayer:
         if cap not in STREAMING:
             fr.state = "empty"
             return
-        run_id = rec.run_id or f"x{exchange.index}"
+        run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
         identity = self._identity(value)
         fr.identity = identity
         fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
