@@ -122,6 +122,7 @@ from ..core import (
     SessionInfo,
     TextPart,
     ToolCallPart,
+    freeze,
 )
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
@@ -296,7 +297,7 @@ class _Book:
         role = "user" if msg.get("role") in ("user", "ROLE_USER") else "assistant"
         meta = msg.get("metadata")
         meta = meta if isinstance(meta, Mapping) and meta else ABSENT
-        mid = msg.get("messageId")
+        mid = msg.get("messageId") if isinstance(msg.get("messageId"), str) else None  # None: invalid-message
         for owner in self._put(mid, role, meta, [_norm(p) for p in _list(msg.get("parts"))]):
             if owner != mid:
                 self._emit(owner, run_id, out)
@@ -500,9 +501,9 @@ class A2AProtocol(AdapterProtocol):
         if kind == "error":
             code, message = obj.get("code"), obj.get("message")
             if code is None:
-                return [FailedUpdate(obj)]  # the Core's to_run_error judges it (UNKNOWN)
+                return [FailedUpdate(freeze(obj))]  # the Core's to_run_error judges it (UNKNOWN)
             return [FailedUpdate(RunError(str(code), message if isinstance(message, str) else "",
-                                          cause=obj["data"] if obj.get("data") is not None else ABSENT))]
+                                          cause=freeze(obj["data"]) if obj.get("data") is not None else ABSENT))]
         context = _str(obj.get("contextId"))
         if self.check_context and context is not None and context != ctx.session_id:
             raise ContextMismatch(f"A2A contextId {context!r} is not this session {ctx.session_id!r} (R11.5)")
