@@ -141,6 +141,8 @@ class ExchangeRecord:
     session_id: str | None
     run_id: str | None
     dispatch: str | None = None  # accepted | refused | continued
+    #: How many user messages the adapter projected at dispatch (R4.5).
+    projected: int = 0
     #: (reason, frame index) where the Core's reader stopped: terminal or error.
     reader_stop: tuple[str, int] | None = None
     concluded: bool = False
@@ -251,6 +253,7 @@ class _Replayer:
             except Exception:  # noqa: BLE001 - a recorded body we cannot read
                 input = None
             project = s.decoder.project(input, run_id, tuple(s.core.snapshot.messages)) if input is not None else []
+            rec.projected = len(project)
             if cap == "run":
                 res = s.core.send(run_id, input if input is not None else body, project=project, at=at)
             elif cap == "regenerate":
@@ -405,7 +408,7 @@ class _Replayer:
             fr.error = decoded.error
             rec.reader_stop = ("error", frame.index)
             return
-        fr.unknown = not decoded.updates and value is not DONE
+        fr.unknown = not decoded.updates and value is not DONE and not self._known(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
         if decoded.terminal:
@@ -413,6 +416,12 @@ class _Replayer:
             rec.concluded = True
         elif fr.end_marker and rec.end_marker_frame is None:
             rec.end_marker_frame = frame.index
+
+    def _known(self, value: Any) -> bool:
+        try:
+            return bool(self.adapter.protocol.event_known(value))
+        except Exception:  # noqa: BLE001
+            return False
 
     def _identity(self, value: Any) -> EventIdentity | None:
         protocol = self.adapter.protocol
@@ -452,7 +461,7 @@ class _Replayer:
             return
         if ident.starts_run and s.core.run_view(ident.run_id) is None:
             s.core.register_run(run_id=ident.run_id, at=frame.at * 1000.0)
-        fr.unknown = not decoded.updates
+        fr.unknown = not decoded.updates and not self._known(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
 

@@ -151,6 +151,13 @@ class AdapterProtocol:
         the body has no user input (e.g. an OpenAI tool-loop continuation)."""
         return None
 
+    def event_known(self, event: Any) -> bool | None:
+        """chatkit-trace's extension: whether an event that decodes to no
+        update is a *known* event without output (a start marker, a usage
+        chunk) rather than an unknown type (CK406).  ``None``: no opinion, an
+        event decoding to nothing counts as unknown."""
+        return None
+
     def decode_status(self, value: Any, session_id: str, run_id: str) -> HistoryRunSnapshot | None:
         """chatkit-trace's extension: a run status read (e.g. Hermes ``GET
         /v1/runs/{id}``) as a run snapshot that can settle the run, or ``None``

@@ -1,1 +1,56 @@
-"""analyze (see ARCHITECTURE.md)."""
+"""Analyzers: findings with stable codes (FINDINGS.md) from a replayed trace.
+
+``analyze(exchanges, adapter)`` replays a trace through the adapter and the
+Core (:mod:`chatkit_trace.pipeline`) and runs every analyzer; each code's
+detection logic lives in one function (``lifecycle``: CK1xx, ``identity``:
+CK2xx, ``validity``: CK3xx, ``stream``: CK4xx, ``routing``: CK5xx,
+``timing``: CK6xx).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..adapters import Adapter
+from ..pipeline import Replay, replay
+from ..trace import Exchange
+from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
+from ._context import ANALYZERS, Context, Options
+from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, make_finding, severity_rank
+
+__all__ = [
+    "ANALYZERS",
+    "CATALOGUE",
+    "REASON_CODES",
+    "SEVERITIES",
+    "CodeInfo",
+    "Context",
+    "Finding",
+    "Options",
+    "analyze",
+    "analyze_replay",
+    "make_finding",
+    "severity_rank",
+]
+
+
+def analyze_replay(rep: Replay, exchanges: Iterable[Exchange], adapter: Adapter, options: Options | None = None) -> list[Finding]:
+    ctx = Context(rep, {e.index: e for e in exchanges}, adapter, options or Options())
+    findings: list[Finding] = []
+    for _codes, fn in ANALYZERS:
+        findings.extend(fn(ctx))
+    findings.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))
+    return findings
+
+
+def analyze(
+    exchanges: Iterable[Exchange],
+    adapter: Adapter,
+    *,
+    capabilities: Iterable[str] | None = None,
+    options: Options | None = None,
+) -> tuple[Replay, list[Finding]]:
+    """Replay ``exchanges`` and report findings."""
+    exs = list(exchanges)
+    rep = replay(exs, adapter, capabilities=capabilities)
+    return rep, analyze_replay(rep, exs, adapter, options)

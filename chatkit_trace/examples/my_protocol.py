@@ -140,6 +140,9 @@ class MyProtocol(AdapterProtocol):
             run_id=str(event["run"]), starts_run=kind == "started", ends_response=kind in ("done", "error")
         )
 
+    def event_known(self, event: Any) -> bool:
+        return isinstance(event, Mapping) and event.get("type") in ("started", "text", "tool", "tool_result", "done", "error")
+
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
         if not isinstance(event, Mapping):
             return []

@@ -1,0 +1,272 @@
+"""CK1xx: run lifecycle and terminal facts (SPEC R2.2, R2.5, R3.2, R3.4-R3.6, R6.5, R9)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+from ..core import OUTPUT_KINDS, TERMINAL_KINDS
+from ..pipeline import FactRecord, STREAMING
+from ._context import Context, analyzer, frame_ref
+from ._finding import Finding, make_finding
+
+MAX_FRAMES = 20
+
+
+def rejections(ctx: Context, reason: str, keep=lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
+    """Facts rejected for ``reason``, grouped per (session, run), in order."""
+    groups: dict[tuple[str, str], list[FactRecord]] = defaultdict(list)
+    for rec in ctx.facts():
+        if rec.result.reason is not None and rec.result.reason.value == reason and keep(rec):
+            groups[(rec.fact.session_id, rec.fact.run_id)].append(rec)
+    yield from groups.items()
+
+
+def refs(records: Iterable[FactRecord]) -> list[str]:
+    out: list[str] = []
+    for r in records:
+        ref = frame_ref(r.exchange_index, r.frame_index)
+        if ref not in out:
+            out.append(ref)
+        if len(out) >= MAX_FRAMES:
+            break
+    return out
+
+
+def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lambda rec: True) -> Iterator[Finding]:
+    for (sid, run_id), recs in rejections(ctx, reason, keep):
+        first = recs[0]
+        yield make_finding(
+            code,
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=message.format(n=len(recs), detail=first.result.detail or reason, kind=first.fact.kind),
+            detail={
+                "reason": reason,
+                "count": len(recs),
+                "first": {"kind": first.fact.kind, "event_id": first.fact.event_id, "detail": first.result.detail},
+            },
+            keys=[first.fact.kind, first.result.detail or ""],
+        )
+
+
+@analyzer("CK101")
+def output_after_terminal(ctx: Context) -> Iterator[Finding]:
+    """CK101 (R3.5, R2.5a): output for a run after its terminal.
+
+    On a direct run stream the reader stopped at the terminal, so the frames
+    after it were decoded only in the shadow: any of them carrying output
+    (message, delta, work item) or a second terminal is output lost to the
+    UI.  On a subscription the Core rejected it ``terminal-sealed``.  Frames
+    without output (usage, ``[DONE]``, keepalives) are not findings.
+    """
+    for ex in ctx.exchange_records():
+        if ex.reader_stop is None or ex.reader_stop[0] != "terminal":
+            continue
+        lost = [fr for fr in ex.frames if fr.state == "after-terminal" and any(f.kind in OUTPUT_KINDS or f.kind in TERMINAL_KINDS for f in fr.shadow)]
+        if not lost:
+            continue
+        term = frame_ref(ex.exchange.index, ex.reader_stop[1])
+        kinds = sorted({f.kind for fr in lost for f in fr.shadow})
+        yield make_finding(
+            "CK101",
+            session_id=ex.session_id,
+            run_id=ex.run_id,
+            frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in lost[:MAX_FRAMES]] + [term],
+            message=f"{len(lost)} frame(s) of output arrived after the run's terminal frame {term}; "
+            "the UI's reader had stopped there, so this output is lost.",
+            detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct"},
+            keys=["direct"],
+        )
+    for (sid, run_id), recs in rejections(
+        ctx, "terminal-sealed", lambda r: r.fact.kind in OUTPUT_KINDS or r.fact.kind in TERMINAL_KINDS
+    ):
+        yield make_finding(
+            "CK101",
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=f"{len(recs)} fact(s) arrived for run {run_id} after its terminal and were rejected "
+            "terminal-sealed (the console shows terminal-sealed).",
+            detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
+            keys=["sealed"],
+        )
+
+
+def _end_states(ctx: Context) -> Iterator[tuple]:
+    """Streams that ended while their run had no conclusion from that stream."""
+    for ex in ctx.exchange_records():
+        e = ex.exchange
+        if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
+            continue
+        if ex.reader_stop is not None and ex.reader_stop[0] == "error":
+            continue  # CK405 reports why the reader stopped
+        yield ex
+
+
+def _continued_later(ctx: Context, ex) -> bool:
+    """A later request continued the same run (the OpenAI tool loop)."""
+    for other in ctx.exchange_records():
+        if other.exchange.index != ex.exchange.index and other.run_id == ex.run_id and other.session_id == ex.session_id:
+            if other.exchange.started_at >= ex.exchange.started_at and other.dispatch in ("continued",):
+                return True
+            if other.exchange.capability == "resume" and other.exchange.started_at >= ex.exchange.started_at:
+                return True
+    return False
+
+
+@analyzer("CK102", "CK104")
+def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
+    """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
+    Hermes ``done``) arrived with no conclusion before it: the adapter would
+    have to invent an outcome.  Not when a later request continues the run
+    (``finish_reason: tool_calls`` and the tool loop).
+
+    CK102 (R3.4, R2.5): a stream ended cleanly while its run had no
+    conclusion and nothing later (history, status read) settled it;
+    superseded by CK104 when a marker came first.
+    """
+    for ex in _end_states(ctx):
+        e = ex.exchange
+        if _continued_later(ctx, ex):
+            continue
+        settled = ctx.settled_later(ex.session_id, ex.run_id)
+        if ex.end_marker_frame is not None:
+            marker = frame_ref(e.index, ex.end_marker_frame)
+            yield make_finding(
+                "CK104",
+                session_id=ex.session_id,
+                run_id=ex.run_id,
+                frames=[marker],
+                message=f"The stream signalled its end at {marker} without a conclusion (no completed, failed or "
+                "interrupted before it): the spinner never stops unless something invents an outcome.",
+                detail={"marker_frame": marker, "settled_later_by": settled},
+                keys=[e.index],
+            )
+            continue
+        if e.end == "complete" and settled is None:
+            last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+            yield make_finding(
+                "CK102",
+                session_id=ex.session_id,
+                run_id=ex.run_id,
+                frames=[last],
+                message=f"The stream of run {ex.run_id} ended cleanly without a conclusion and nothing later settled "
+                "the run: its outcome stays unknown.",
+                detail={"frames": len(e.frames), "end": e.end},
+                keys=[e.index],
+            )
+
+
+@analyzer("CK103")
+def connection_broke(ctx: Context) -> Iterator[Finding]:
+    """CK103 (R3.4, R12): the connection broke mid-run (reset, timeout,
+    client gone).  Says whether a later resume or history settled the run."""
+    for ex in _end_states(ctx):
+        e = ex.exchange
+        if e.end not in ("reset", "timeout", "client-gone", "error"):
+            continue
+        settled = ctx.settled_later(ex.session_id, ex.run_id)
+        resumed = any(
+            o.exchange.capability == "resume" and o.run_id == ex.run_id and o.exchange.started_at >= e.started_at
+            for o in ctx.exchange_records()
+        )
+        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+        after = f"; later settled by {settled}" if settled else ("; a resume followed" if resumed else "; nothing settled it")
+        yield make_finding(
+            "CK103",
+            session_id=ex.session_id,
+            run_id=ex.run_id,
+            frames=[last],
+            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}.",
+            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled},
+            keys=[e.index],
+        )
+
+
+@analyzer("CK105")
+def completed_with_running_tool(ctx: Context) -> Iterator[Finding]:
+    """CK105 (R6.5, R3.6): a run completed while a tool call was still running (active-work)."""
+    yield from reason_finding(
+        "CK105", "active-work", "The run completed while a tool call was still running ({detail}): the tool spins forever.", ctx
+    )
+
+
+@analyzer("CK106")
+def stop_without_end(ctx: Context) -> Iterator[Finding]:
+    """CK106 (R9.1, R9.4): a stop was accepted but no terminal of any kind
+    followed and nothing settled the run.  A completed/failed terminal before
+    the stop's acknowledgement is a valid race (R9.5), not a finding."""
+    for ex in ctx.exchange_records():
+        e = ex.exchange
+        if e.capability != "abort" or e.failed or ex.session_id is None or e.run_id is None:
+            continue
+        view = ctx.run_view(ex.session_id, e.run_id)
+        if view is None or view.terminal:
+            continue
+        yield make_finding(
+            "CK106",
+            session_id=ex.session_id,
+            run_id=e.run_id,
+            frames=[frame_ref(e.index, None)],
+            message=f"The stop of run {e.run_id} was accepted (HTTP {e.status}) but no terminal followed and nothing "
+            "settled the run: Stop does nothing.",
+            detail={"abort_exchange": e.index, "status": e.status, "run_status": view.status},
+            keys=[e.index],
+        )
+
+
+@analyzer("CK107")
+def output_after_stop(ctx: Context) -> Iterator[Finding]:
+    """CK107 (R3.6, R9): output after the acknowledged stop sealed the run (output-sealed)."""
+    yield from reason_finding(
+        "CK107", "output-sealed", "{n} output fact(s) arrived after the backend acknowledged the stop (output-sealed).", ctx
+    )
+
+
+@analyzer("CK108")
+def forbidden_transition(ctx: Context) -> Iterator[Finding]:
+    """CK108 (R3.6): a fact the run state machine forbids (invalid-transition):
+    a delta to a missing message or part, or to a non-text part, or a
+    forbidden phase/status change.  Message-id takeovers are CK205."""
+    yield from reason_finding(
+        "CK108",
+        "invalid-transition",
+        "{n} fact(s) were rejected invalid-transition: {detail}.",
+        ctx,
+        lambda r: "belongs to run" not in (r.result.detail or ""),
+    )
+
+
+@analyzer("CK109")
+def work_item_without_id(ctx: Context) -> Iterator[Finding]:
+    """CK109 (R3.2a): a work item (tool call) without an id."""
+    yield from reason_finding("CK109", "missing-work-item-id", "{n} work item(s) had no id (missing-work-item-id).", ctx)
+
+
+@analyzer("CK110")
+def http_failure(ctx: Context) -> Iterator[Finding]:
+    """CK110 (R2.2): a run, resume or history request failed at the HTTP
+    level (status >= 400 or no response): chatkit shows a send error, not a
+    failed run."""
+    for ex in ctx.exchange_records():
+        e = ex.exchange
+        if e.capability not in ("run", "regenerate", "edit", "resume", "history", "subscribe") or not e.failed:
+            continue
+        what = f"HTTP {e.status}" if e.status is not None else f"no response ({e.error or e.end or 'connection failed'})"
+        yield make_finding(
+            "CK110",
+            session_id=ex.session_id,
+            run_id=ex.run_id,
+            frames=[frame_ref(e.index, None)],
+            message=f"The {e.capability} request {e.method} {e.path} did not complete ({what}).",
+            detail={"status": e.status, "error": e.error, "capability": e.capability},
+            keys=[e.index],
+        )
+
+
+@analyzer("CK111")
+def fact_without_event_id(ctx: Context) -> Iterator[Finding]:
+    """CK111 (R3.2): a fact without an event id reached the Core (an adapter bug)."""
+    yield from reason_finding("CK111", "missing-event-id", "{n} fact(s) reached the Core without an event id.", ctx)

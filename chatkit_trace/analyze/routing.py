@@ -1,0 +1,91 @@
+"""CK5xx: sessions and routing (SPEC R3.6, R10.1, R11.2, R11.5)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from ._context import Context, analyzer, frame_ref
+from ._finding import Finding, make_finding
+from .lifecycle import reason_finding
+
+#: Seconds within which a passive run starting after an accepted local
+#: command is taken to be that command's answer under another id (CK504).
+PAIRING_WINDOW = 10.0
+
+
+@analyzer("CK501")
+def wrong_session(ctx: Context) -> Iterator[Finding]:
+    """CK501 (R10.1, R11.5): an event names another session (e.g. an A2A
+    contextId that differs from the session): the Core rejects it wrong-session."""
+    yield from reason_finding("CK501", "wrong-session", "{n} event(s) named another session and were rejected wrong-session.", ctx)
+    for ex in ctx.exchange_records():
+        bad = [fr for fr in ex.frames if fr.state == "wrong-session"]
+        if bad:
+            other = bad[0].identity.session_id if bad[0].identity else None
+            yield make_finding(
+                "CK501",
+                session_id=ex.session_id,
+                run_id=bad[0].run_id,
+                frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in bad[:20]],
+                message=f"{len(bad)} subscription event(s) of session {ex.session_id} name session {other}.",
+                detail={"other_session": other, "count": len(bad)},
+                keys=[ex.exchange.index],
+            )
+
+
+@analyzer("CK502")
+def unroutable(ctx: Context) -> Iterator[Finding]:
+    """CK502 (R11.2, R11.7): a subscription event carries no run identity and
+    cannot be routed (end and error events must carry it too)."""
+    for ex in ctx.exchange_records():
+        bad = [fr for fr in ex.frames if fr.state == "unrouted"]
+        if bad:
+            yield make_finding(
+                "CK502",
+                session_id=ex.session_id,
+                run_id=None,
+                frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in bad[:20]],
+                message=f"{len(bad)} subscription event(s) carry no run identity and cannot be routed to a run.",
+                detail={"count": len(bad), "event_types": sorted({fr.event_type or "(untyped)" for fr in bad})},
+                keys=[ex.exchange.index],
+            )
+
+
+@analyzer("CK503")
+def unknown_run(ctx: Context) -> Iterator[Finding]:
+    """CK503 (R3.6): a fact names a run that was never started or registered (run-not-found)."""
+    yield from reason_finding("CK503", "run-not-found", "{n} fact(s) named a run that was never started or registered.", ctx)
+
+
+@analyzer("CK504")
+def split_run_ids(ctx: Context) -> Iterator[Finding]:
+    """CK504 (R11.5): a local command and its subscription events use
+    different run ids: the command was accepted without a stream (its answer
+    comes through the subscription), no event ever arrived for its run id,
+    and a passive run started on the session's subscription within
+    :data:`PAIRING_WINDOW` seconds after it (a backend that mints its own id)."""
+    passive: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for fr in ctx.frames():
+        if fr.identity is not None and fr.identity.starts_run and fr.state == "admitted":
+            passive[fr.session_id or ""].append((fr.at, fr.identity.run_id, frame_ref(fr.exchange_index, fr.frame_index)))
+    for ex in ctx.exchange_records():
+        e = ex.exchange
+        if e.capability not in ("run", "regenerate", "edit") or ex.dispatch != "accepted" or e.frames:
+            continue
+        got = any(f.fact.run_id == ex.run_id and f.fact.session_id == ex.session_id for f in ctx.facts())
+        if got:
+            continue
+        later = [p for p in passive.get(ex.session_id or "", []) if e.started_at <= p[0] <= e.started_at + PAIRING_WINDOW and p[1] != ex.run_id]
+        if later:
+            at, other, ref = later[0]
+            yield make_finding(
+                "CK504",
+                session_id=ex.session_id,
+                run_id=ex.run_id,
+                frames=[ref, frame_ref(e.index, None)],
+                message=f"The local run {ex.run_id} was accepted but its answer arrived on the subscription as run {other}: "
+                "the UI registers a second, passive run and the first never ends.",
+                detail={"local_run": ex.run_id, "subscription_run": other, "delay_s": round(at - e.started_at, 3)},
+                keys=[ex.run_id, other],
+            )

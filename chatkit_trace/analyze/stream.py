@@ -1,0 +1,195 @@
+"""CK4xx: event stream mechanics (SPEC R2.4, R2.5, R3.2, R3.6, R11.6, R11.7)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+from ..pipeline import STREAMING
+from ._context import Context, analyzer, frame_ref
+from ._finding import Finding, make_finding
+from .lifecycle import reason_finding, rejections
+
+_ID_SEGMENT = re.compile(r"^[0-9a-f-]{8,}$|^\d+$", re.I)
+
+
+def route_of(ex) -> str:
+    """A route label without its ids: ``GET /sessions/{id}/runs/{id}/events``."""
+    e = ex.exchange
+    parts = []
+    for seg in e.path.split("/"):
+        ids = (ex.session_id, ex.run_id, e.session_id, e.run_id)
+        parts.append("{id}" if seg and (seg in ids or _ID_SEGMENT.match(seg)) else seg)
+    return f"{e.method} {'/'.join(parts) or '/'}"
+
+
+@analyzer("CK401")
+def no_outer_event_ids(ctx: Context) -> Iterator[Finding]:
+    """CK401 (R3.2, R11.7; info, once per trace and route): events carry no
+    outer event id (SSE ``id:``), so neither deduplication nor resume can work."""
+    routes: dict[str, list] = defaultdict(list)
+    for ex in ctx.exchange_records():
+        if ex.exchange.capability not in STREAMING + ("subscribe",):
+            continue
+        incoming = [f for f in ex.exchange.frames if f.direction == "in" and f.text is not None]
+        if incoming and not any(f.event_id for f in incoming):
+            routes[route_of(ex)].append(ex)
+    for route, exs in sorted(routes.items()):
+        first = exs[0]
+        yield make_finding(
+            "CK401",
+            session_id=None,
+            run_id=None,
+            frames=[frame_ref(first.exchange.index, first.exchange.frames[0].index)],
+            message=f"Events on {route} carry no SSE id: the UI cannot deduplicate them or resume after a dropped "
+            "connection (a limitation of this protocol or backend).",
+            detail={"route": route, "exchanges": len(exs)},
+            keys=[route],
+        )
+
+
+@analyzer("CK402")
+def sequence_regressed(ctx: Context) -> Iterator[Finding]:
+    """CK402 (R3.2): a source sequence went backwards (source-sequence-regressed)."""
+    yield from reason_finding("CK402", "source-sequence-regressed", "{n} fact(s) carried a source sequence lower than an earlier one.", ctx)
+
+
+@analyzer("CK403")
+def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
+    """CK403 (R3.6; info): duplicate events were dropped idempotently (count and ids)."""
+    per_run: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+    for fr in ctx.frames():
+        if fr.state == "duplicate":
+            ex = ctx.exchanges.get(fr.exchange_index)
+            eid = ex.frames[fr.frame_index].event_id if ex and fr.frame_index < len(ex.frames) else None
+            per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), eid or "?"))
+    for (sid, run_id), recs in rejections(ctx, "duplicate-event"):
+        per_run[(sid, run_id)].extend((frame_ref(r.exchange_index, r.frame_index), r.fact.event_id or "?") for r in recs)
+    for (sid, run_id), items in per_run.items():
+        ids = sorted({eid for _, eid in items})
+        yield make_finding(
+            "CK403",
+            session_id=sid,
+            run_id=run_id,
+            frames=[f for f, _ in items[:20]],
+            message=f"{len(items)} duplicate event(s) were dropped idempotently (ids {', '.join(ids[:5])}).",
+            detail={"count": len(items), "event_ids": ids},
+            keys=["dup"],
+        )
+
+
+def _run_event_ids(ctx: Context, session_id: str, run_id: str, before: float, exclude: int) -> list[str]:
+    """Outer event ids of a run's incoming frames, in arrival order, seen before ``before``."""
+    seen: list[str] = []
+    for fr in ctx.frames():
+        if fr.exchange_index == exclude or fr.session_id != session_id or fr.run_id != run_id or fr.at > before:
+            continue
+        ex = ctx.exchanges.get(fr.exchange_index)
+        if ex is None:
+            continue
+        frame = ex.frames[fr.frame_index]
+        if frame.direction == "in" and frame.event_id and frame.event_id not in seen:
+            seen.append(frame.event_id)
+    return seen
+
+
+@analyzer("CK404")
+def resume_order(ctx: Context) -> Iterator[Finding]:
+    """CK404 (R11.6): after a resume from cursor X, the replay must start right
+    after X, contain every event the trace saw after X, in order, and not
+    interleave with live events of the same run (cursors are compared only
+    for equality, never ordered by size)."""
+    for rec in ctx.exchange_records():
+        e = rec.exchange
+        if e.capability != "resume" or e.cursor is None or e.failed or rec.run_id is None:
+            continue
+        seen = _run_event_ids(ctx, rec.session_id, rec.run_id, e.started_at, e.index)
+        frames = [f for f in e.frames if f.direction == "in" and f.event_id]
+        if not frames or e.cursor not in seen:
+            continue
+        expected = seen[seen.index(e.cursor) + 1 :]
+        before = set(seen[: seen.index(e.cursor) + 1])
+        problems: list[tuple[str, str]] = []
+        replay_ids = [f.event_id for f in frames]
+        if expected and replay_ids[0] != expected[0]:
+            problems.append((frame_ref(e.index, frames[0].index), f"replay starts at {replay_ids[0]!r}, not right after the cursor at {expected[0]!r}"))
+        stale = [f for f in frames if f.event_id in before]
+        if stale:
+            problems.append((frame_ref(e.index, stale[0].index), f"replay repeats {stale[0].event_id!r}, which is at or before the cursor {e.cursor!r}"))
+        missing = [eid for eid in expected if eid not in replay_ids]
+        if missing:
+            problems.append((frame_ref(e.index, frames[-1].index), f"replay skips {len(missing)} event(s) seen after the cursor: {', '.join(missing[:5])}"))
+        order = [eid for eid in replay_ids if eid in expected]
+        if order != [eid for eid in expected if eid in order]:
+            bad = next(i for i, (a, b) in enumerate(zip(order, [x for x in expected if x in order])) if a != b)
+            f = next(f for f in frames if f.event_id == order[bad])
+            problems.append((frame_ref(e.index, f.index), f"replay is out of order: {order[bad]!r} came before an earlier event"))
+        live_started = None
+        for f in frames:
+            if f.event_id not in expected and f.event_id not in before:
+                live_started = live_started or f
+            elif live_started is not None and f.event_id in expected:
+                problems.append((frame_ref(e.index, f.index), f"replayed event {f.event_id!r} came after live event {live_started.event_id!r}"))
+                break
+        if problems:
+            problems.sort(key=lambda p: int(p[0].split(":")[1]))
+            yield make_finding(
+                "CK404",
+                session_id=rec.session_id,
+                run_id=rec.run_id,
+                frames=[p[0] for p in problems],
+                message=f"The resume of run {rec.run_id} from {e.cursor!r} did not replay completely and in order: "
+                f"{problems[0][1]}.",
+                detail={"cursor": e.cursor, "expected": expected[:50], "replayed": replay_ids[:50], "problems": [p[1] for p in problems]},
+                keys=[e.index, e.cursor],
+            )
+
+
+@analyzer("CK405")
+def undecodable_frames(ctx: Context) -> Iterator[Finding]:
+    """CK405 (R2.5): a frame could not be decoded (bad SSE framing, bad JSON,
+    wrong envelope); chatkit's reader stops there.  The detail has the
+    bytes' location."""
+    for ex in ctx.exchange_records():
+        errors = [fr for fr in ex.frames if fr.state == "error"]
+        if not errors:
+            continue
+        fr = errors[0]
+        err = fr.error
+        loc = err.to_json() if hasattr(err, "to_json") else {"message": str(err)}
+        after = sum(1 for f in ex.frames if f.state.startswith("after-error"))
+        yield make_finding(
+            "CK405",
+            session_id=ex.session_id,
+            run_id=ex.run_id,
+            frames=[frame_ref(fr.exchange_index, fr.frame_index)],
+            message=f"Frame {fr.exchange_index}:{fr.frame_index} could not be decoded ({loc.get('kind', 'decode')}: "
+            f"{loc.get('message')}); the UI stops reading this response there"
+            + (f" and never sees the {after} frame(s) after it." if after else "."),
+            detail={"error": loc, "frames_after": after},
+            keys=[ex.exchange.index, fr.frame_index],
+        )
+
+
+@analyzer("CK406")
+def unknown_event_types(ctx: Context) -> Iterator[Finding]:
+    """CK406 (R2.4; info, once per trace): frames of an unknown event type were ignored (count per type)."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for fr in ctx.frames():
+        if fr.unknown and fr.state == "admitted":
+            t = fr.event_type or "(untyped)"
+            counts[t] += 1
+            first.setdefault(t, frame_ref(fr.exchange_index, fr.frame_index))
+    if counts:
+        yield make_finding(
+            "CK406",
+            session_id=None,
+            run_id=None,
+            frames=[first[t] for t, _ in counts.most_common(10)],
+            message=f"{sum(counts.values())} frame(s) of {len(counts)} event type(s) decoded to nothing and were ignored "
+            f"({', '.join(f'{t} x{n}' for t, n in counts.most_common(5))}).",
+            detail={"types": dict(counts)},
+            keys=sorted(counts),
+        )

@@ -1,0 +1,62 @@
+"""CK6xx: timing (what users feel); thresholds are options (seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..pipeline import STREAMING
+from ._context import Context, analyzer, frame_ref
+from ._finding import Finding, make_finding
+
+
+def _incoming(ex):
+    return [f for f in ex.exchange.frames if f.direction == "in" and f.text is not None]
+
+
+@analyzer("CK601")
+def slow_first_event(ctx: Context) -> Iterator[Finding]:
+    """CK601 (info): the time from request to first event is above the
+    threshold (``--first-event``, default 2 s)."""
+    limit = ctx.options.first_event
+    for ex in ctx.exchange_records():
+        if ex.exchange.capability not in STREAMING:
+            continue
+        frames = _incoming(ex)
+        if not frames:
+            continue
+        wait = frames[0].at - ex.exchange.started_at
+        if wait > limit:
+            yield make_finding(
+                "CK601",
+                session_id=ex.session_id,
+                run_id=ex.run_id,
+                frames=[frame_ref(ex.exchange.index, frames[0].index)],
+                message=f"The first event came {wait:.2f} s after the request (threshold {limit:g} s).",
+                detail={"seconds": round(wait, 3), "threshold": limit},
+                keys=[ex.exchange.index],
+            )
+
+
+@analyzer("CK602")
+def stalls(ctx: Context) -> Iterator[Finding]:
+    """CK602 (info): a stall, a gap between consecutive events of a live run
+    above the threshold (``--stall``, default 5 s); the longest per stream."""
+    limit = ctx.options.stall
+    for ex in ctx.exchange_records():
+        if ex.exchange.capability not in STREAMING + ("subscribe",):
+            continue
+        frames = _incoming(ex)
+        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:])]
+        if not gaps:
+            continue
+        gap, a, b = max(gaps, key=lambda g: g[0])
+        if gap > limit:
+            yield make_finding(
+                "CK602",
+                session_id=ex.session_id,
+                run_id=ex.run_id,
+                frames=[frame_ref(ex.exchange.index, b.index), frame_ref(ex.exchange.index, a.index)],
+                message=f"The stream stalled for {gap:.2f} s between two events (threshold {limit:g} s).",
+                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": sum(1 for g in gaps if g[0] > limit)},
+                keys=[ex.exchange.index],
+            )

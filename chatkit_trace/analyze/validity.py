@@ -1,0 +1,149 @@
+"""CK3xx: message and error validity (SPEC R3.7, R4.5, R5, R6.4, R7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, ToolCallPart, to_run_error
+from ._context import Context, analyzer, frame_ref
+from ._finding import Finding, make_finding
+from .lifecycle import refs, rejections
+
+UNIQUE_RULES = ("part-id-unique", "message-id-unique")  # reported as CK205
+
+
+@analyzer("CK301")
+def invalid_messages(ctx: Context) -> Iterator[Finding]:
+    """CK301 (R3.7, R4, R7): a message fails validation; the detail names the
+    rule.  A live message is dropped alone; a history batch is rejected whole."""
+    for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail not in UNIQUE_RULES):
+        rules = sorted({r.result.detail or "?" for r in recs})
+        yield make_finding(
+            "CK301",
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=f"{len(recs)} live message(s) broke validation ({', '.join(rules)}) and were dropped.",
+            detail={"rules": rules, "count": len(recs), "source": "live"},
+            keys=rules,
+        )
+    for sid, s in ctx.replay.sessions.items():
+        for h in s.history:
+            if h.command is not None and not h.command.ok and h.command.reason == "invalid-message" and h.command.rule not in UNIQUE_RULES:
+                yield make_finding(
+                    "CK301",
+                    session_id=sid,
+                    run_id=None,
+                    frames=[frame_ref(h.exchange_index, None)],
+                    message=f"History read {h.exchange_index} holds an invalid message ({h.command.rule}): the whole batch "
+                    "is rejected and the session shows nothing.",
+                    detail={"rule": h.command.rule, "error": h.command.error, "source": "history"},
+                    keys=[h.exchange_index, h.command.rule],
+                )
+
+
+@analyzer("CK302")
+def unusable_errors(ctx: Context) -> Iterator[Finding]:
+    """CK302 (R5.1, R5.3): a failure carries no usable code or message, so the
+    Core falls back to ``UNKNOWN`` (a numeric code included: decisions.md 4)."""
+    for rec in ctx.facts():
+        if isinstance(rec.fact, FailedFact) and rec.result.accepted:
+            err = to_run_error(rec.fact.error)
+            if err.code == "UNKNOWN" and not (isinstance(rec.fact.error, dict) and rec.fact.error.get("code") == "UNKNOWN"):
+                yield make_finding(
+                    "CK302",
+                    session_id=rec.fact.session_id,
+                    run_id=rec.fact.run_id,
+                    frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                    message="The run failed with an error that has no usable code or message; the UI shows UNKNOWN.",
+                    detail={"raw": err.cause if err.cause is not ABSENT else None},
+                    keys=["failed"],
+                )
+
+
+@analyzer("CK303")
+def input_not_visible(ctx: Context) -> Iterator[Finding]:
+    """CK303 (R4.5): the user's input was not visible before the first
+    assistant content: no projection at dispatch and no echo before the answer."""
+    users: set[tuple[str, str]] = set()
+    answered: set[tuple[str, str]] = set()
+    projected = {
+        (ex.session_id, ex.run_id)
+        for ex in ctx.exchange_records()
+        if ex.exchange.capability in ("run", "regenerate", "edit") and ex.projected
+    }
+    local = {
+        (ex.session_id, ex.run_id)
+        for ex in ctx.exchange_records()
+        if ex.exchange.capability in ("run", "regenerate", "edit") and ex.dispatch == "accepted"
+    }
+    for rec in ctx.facts():
+        if not rec.result.accepted or not isinstance(rec.fact, MessageFact):
+            continue
+        key = (rec.fact.session_id, rec.fact.run_id)
+        role = rec.fact.message.role
+        if role == "user":
+            users.add(key)
+        elif role in ("assistant", "tool") and key not in answered:
+            answered.add(key)
+            if key in local and key not in projected and key not in users:
+                yield make_finding(
+                    "CK303",
+                    session_id=key[0],
+                    run_id=key[1],
+                    frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                    message=f"The answer of run {key[1]} appeared before the user's own message: the adapter projects no "
+                    "input and the backend does not echo it first.",
+                    detail={"first_answer": rec.fact.message.id},
+                    keys=[rec.fact.message.id],
+                )
+
+
+@analyzer("CK304")
+def ambiguous_tool_results(ctx: Context) -> Iterator[Finding]:
+    """CK304 (R6.4): a tool result is ambiguous: a tool call reported
+    ``completed`` with no result (absent), where an empty result must be
+    ``null``."""
+    seen: set[tuple[str, str]] = set()
+    for rec in ctx.facts():
+        if not rec.result.accepted or not isinstance(rec.fact, MessageFact):
+            continue
+        for p in rec.fact.message.parts:
+            if isinstance(p, ToolCallPart) and p.status == "completed" and p.result is ABSENT:
+                key = (rec.fact.session_id, p.tool_call_id)
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield make_finding(
+                    "CK304",
+                    session_id=rec.fact.session_id,
+                    run_id=rec.fact.run_id,
+                    frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                    message=f"Tool call {p.tool_call_id!r} is reported completed with no result: an empty result must be "
+                    "null, an absent one means still running.",
+                    detail={"tool_call_id": p.tool_call_id, "tool_name": p.tool_name, "message": rec.fact.message.id},
+                    keys=[p.tool_call_id],
+                )
+
+
+@analyzer("CK305")
+def reserved_data_kinds(ctx: Context) -> Iterator[Finding]:
+    """CK305 (R7.2): a backend uses a data kind in the reserved ``chatkit.``
+    namespace that is not one of the SDK's built-ins."""
+    seen: set[str] = set()
+    for rec in ctx.facts():
+        if not rec.result.accepted or not isinstance(rec.fact, MessageFact):
+            continue
+        for p in rec.fact.message.parts:
+            if isinstance(p, DataPart) and isinstance(p.kind, str) and p.kind.startswith("chatkit.") and p.kind not in BUILTIN_DATA_KINDS and p.kind not in seen:
+                seen.add(p.kind)
+                yield make_finding(
+                    "CK305",
+                    session_id=rec.fact.session_id,
+                    run_id=rec.fact.run_id,
+                    frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                    message=f"Data kind {p.kind!r} is in the reserved chatkit. namespace but is not an SDK built-in: "
+                    "the SDK may claim the name later.",
+                    detail={"kind": p.kind, "builtins": sorted(BUILTIN_DATA_KINDS)},
+                    keys=[p.kind],
+                )
