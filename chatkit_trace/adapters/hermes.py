@@ -1,0 +1,512 @@
+"""The ``hermes`` protocol: NousResearch hermes-agent's API server (SPEC R2, R11.4).
+
+Checked against hermes-agent 0.19.0 (``gateway/platforms/api_server.py``) and
+its real traffic (``recordings/captures/hermes``).  One class decodes both
+event surfaces of the server; the event name is always read from the JSON
+``event`` key, which is the payload's own field on ``/v1/runs`` and the SSE
+``event:`` line written into the object by the wire layer (R2.8) on the
+session stream (``type`` is read when ``event`` is missing).
+
+Surfaces
+--------
+``/v1/runs``: ``POST /v1/runs`` -> ``202 {"run_id"}``, then
+``GET /v1/runs/{id}/events`` (``data:`` lines only: no ``event:``, no ``id:``,
+no ``run.started``, no ``done``, no sequence), ``POST /v1/runs/{id}/stop``
+(the stop ends the stream with ``run.cancelled``) and ``GET /v1/runs/{id}``,
+the status read: ``decode_status(value, session_id, run_id)`` turns it into
+a :class:`~chatkit_trace.core.HistoryRunSnapshot` when it is settled
+(completed, failed with RunError ``run.failed``, cancelled -> interrupted) and
+``None`` while queued/running/waiting_for_approval/stopping or for another
+run; the pipeline's ``status`` capability settles the run with
+``ChatCore.calibrate_run(run_id, status=s.status, error=s.error)``.  It is
+not a history: it has no messages, and a history replaces the baseline.
+
+Session chat stream: ``POST /api/sessions/{id}/chat/stream`` (``event:`` +
+``data:``, every payload has ``run_id`` and ``seq`` 1, 2, 3 …): ``run.started``
+… ``run.completed``, then ``done``.  No stop endpoint (closing the connection
+cancels the handler and nothing concludes the run).  History of both surfaces
+is ``GET /api/sessions/{id}/messages`` (``/v1/runs`` only with a ``session_id``).
+
+Ids (R4.3, R4.4)
+----------------
+* assistant message: ``assistant:{run_id}`` on ``/v1/runs`` (the event's own
+  ``run_id``), the server's ``message_id`` (``msg_<hex>``, one per run) on the
+  session stream; user message ``user:{run_id}`` (the run the event is
+  decoded for, so :meth:`project_input` and the ``run.started`` echo agree);
+* one assistant message per run; a tool call closes the text segment:
+  ``text:{s}`` / ``reasoning:{s}`` where ``s`` is the number of tool calls
+  before the segment, ``tool:{n}`` for the n-th tool call of the answer
+  (Hermes' live tool events carry no call id), its ``tool_call_id`` the real
+  ``call_…`` id where the wire has it, else ``{run_id}:t{n}``;
+* history (``/api/sessions/{id}/messages``): rows have integer ids and no run
+  id, so messages are ``user:{row id}`` and ``assistant:{first row id}`` (the
+  assistant/tool rows after a user row form one answer, built by the same
+  code as the live one).  Message ids therefore never match the live ones;
+  part ids and types do, and so does visible text (see the tests).
+
+Frame -> update
+---------------
+- ``message.delta`` (runs) / ``assistant.delta`` (session): delta on
+  ``text:{s}``; the first delta of a segment is a message update + phase
+  ``generating`` instead.
+- ``tool.started``: new tool part ``tool:{n}`` (args on the session stream),
+  running; phase ``tool``.
+- ``tool.completed``: the oldest running part of that tool name becomes
+  ``completed``, or ``failed`` with RunError ``tool_error`` when ``error:
+  true``; ``tool.failed``: ``failed``.  No result: the wire has none.
+- ``approval.request`` / ``approval.responded``: phase ``awaiting-input`` /
+  ``tool``.
+- ``reasoning.available``, ``tool.progress`` (``_thinking``): nothing (the
+  turn's text again, not reasoning); ``message.started``: records the id.
+- ``run.started``: the user message (string content only; equal to the
+  projection, so ``no-change`` for a local run, visible for a passive one).
+- ``assistant.completed``: ``content`` is the final text of the last segment
+  (a message update only when it differs from what streamed).
+- ``run.completed``: ``output`` (runs) is the final text, as above;
+  ``messages[]`` (session stream, the server's "authoritative per-turn
+  transcript") rebuilds the answer when its tool calls line up with the live
+  ones (real call ids, args, results, reasoning); then ``completed``.
+- ``run.failed``: failed, RunError ``run.failed`` + the error text;
+  ``error`` (session stream, the handler raised): RunError ``error``.
+- ``run.cancelled`` (a stop) and ``run.interrupted``: interrupted (the Core
+  picks the reason: ``abort`` after a local stop, else ``protocol``).
+- ``done``, DONE, keepalives, unknown events: nothing.  ``done`` is the end
+  of the reader, never a conclusion (R3.4).
+
+identify_event: ``run_id``; ``starts_run`` on ``run.started``;
+``ends_response`` on run.completed/failed/cancelled/interrupted, ``error`` and
+``done``.  No ``session_id`` is reported: ``assistant.completed`` and
+``run.completed`` carry Hermes' *effective* session, which differs from the
+URL's after a context compression, and routing on it would drop the run's end.
+event_sequence: ``seq`` (session stream) as the source sequence.
+
+Where the real server departs from SPEC R11.4's table
+----------------------------------------------------
+``/v1/runs`` has no ``run.started``, ``done``, ``run.interrupted``, event ids
+or sequence; a stop ends with ``run.cancelled``.  The session stream has
+``run.started``, ``done`` and ``seq`` but no stop, reports an LLM failure as
+an answer (``assistant.completed`` with the error text, then
+``run.completed``; decoded as completed, the truth of the wire) and ``done``
+follows every end.  The table's frames are still decoded when a backend adds
+them (``run.started``/``run.interrupted``/``done`` on ``/v1/runs``).
+
+Decisions
+---------
+* Hermes prepends ``"\\n\\n"`` to the first text after a tool iteration (its
+  own clients concatenate all turns in one bubble).  Here a tool call already
+  opens a new text part, so exactly that leading ``"\\n\\n"`` is dropped from
+  the first delta of a segment that follows a tool call; all other text is
+  kept verbatim.  The visible text then equals history and ``output``.
+* The final text (``output`` / ``assistant.completed.content``) is
+  authoritative: after a recovered mid-stream error the deltas repeat pieces
+  with other spacing; the last segment is replaced by it.
+* ``reasoning.available`` / ``tool.progress(_thinking)`` are never reasoning
+  parts.  Model reasoning appears only in history rows and in the session
+  transcript, where it is decoded (``reasoning:{s}``).
+* A tool started but never completed stays running: ``run.completed`` is then
+  rejected ``active-work`` by the Core, which is what the wire says.
+* :meth:`encode_input` sends ``{"input", "session_id", "conversation_history"}``:
+  both surfaces accept ``input``; ``/v1/runs`` gives the model only
+  ``conversation_history`` (never the stored session), so the client sends it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..core import (
+    ABSENT,
+    HistoryFormatError,
+    HistoryResult,
+    HistoryRunSnapshot,
+    ReasoningPart,
+    RunError,
+    RuntimeMessage,
+    TextPart,
+    ToolCallPart,
+    freeze,
+)
+from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
+from ._updates import (
+    CompletedUpdate,
+    DeltaUpdate,
+    FailedUpdate,
+    InterruptedUpdate,
+    MessageUpdate,
+    PhaseUpdate,
+    ProtocolUpdate,
+)
+
+__all__ = ["HermesProtocol", "input_text"]
+
+_ENDS = frozenset(
+    {"run.completed", "run.failed", "run.cancelled", "run.interrupted", "error", "done"}
+)
+_KNOWN = _ENDS | {
+    "message.delta", "assistant.delta", "message.started", "run.started", "tool.started",
+    "tool.completed", "tool.failed", "tool.progress", "reasoning.available", "approval.request",
+    "approval.responded", "assistant.completed",
+}  # fmt: skip
+_SETTLED = {"completed": "completed", "failed": "failed", "cancelled": "interrupted"}
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def input_text(input: Any) -> str:
+    """The user's text in an input: a string, ``{text|input|message|content}``,
+    or a message list whose last item is the user turn (as ``/v1/runs`` reads it)."""
+    if isinstance(input, str):
+        return input
+    if isinstance(input, Mapping):
+        for key in ("text", "input", "message", "content"):
+            if key in input and input[key] is not None:
+                return input_text(input[key])
+        return ""
+    if isinstance(input, Sequence) and not isinstance(input, (bytes, bytearray)):
+        if input and isinstance(input[-1], Mapping) and "role" in input[-1]:
+            return input_text(input[-1].get("content"))
+        return " ".join(t for t in (input_text(b) for b in input if isinstance(b, Mapping)) if t)
+    return "" if input is None else str(input)
+
+
+def _user(run_id: str, text: str) -> RuntimeMessage:
+    return RuntimeMessage(f"user:{run_id}", "user", (TextPart("text", text),), run_id=run_id)
+
+
+def _args(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except Exception:  # noqa: BLE001 - unparseable arguments are left out
+            return ABSENT
+    return freeze(dict(v)) if isinstance(v, Mapping) else ABSENT
+
+
+class _Answer:
+    """One assistant answer; live decoding and history both build it (same part ids)."""
+
+    def __init__(self, message_id: str, run_id: str | None, key: str) -> None:
+        self.message_id, self.run_id, self.key = message_id, run_id, key
+        self.parts: list[Any] = []
+        self.seg = 0  # text segment = tool calls so far
+        self.tools = 0
+        self.after_tool = False  # the current segment's first text is still to come
+
+    def _find(self, pid: str) -> int:
+        return next((i for i, p in enumerate(self.parts) if p.id == pid), -1)
+
+    def _put(self, part: Any) -> None:
+        i = self._find(part.id)
+        if i < 0:
+            self.parts.append(part)
+        else:
+            self.parts[i] = part
+
+    def message(self) -> RuntimeMessage:
+        return RuntimeMessage(self.message_id, "assistant", tuple(self.parts), run_id=self.run_id)
+
+    def delta(self, text: str) -> tuple[str | None, bool]:
+        """Append streamed text: (part id or None, whether the part is new)."""
+        pid = f"text:{self.seg}"
+        i = self._find(pid)
+        if i >= 0:
+            self.parts[i] = self.parts[i].append(text)
+            return pid, False
+        if self.after_tool and text.startswith("\n\n"):
+            text = text[2:]  # Hermes' turn separator (module docstring)
+        self.after_tool = False
+        if not text:
+            return None, False
+        self.parts.append(TextPart(pid, text))
+        return pid, True
+
+    def add_text(self, cls: type, prefix: str, text: Any) -> None:
+        if not isinstance(text, str) or not text:
+            return
+        pid = f"{prefix}:{self.seg}"
+        i = self._find(pid)
+        self._put(self.parts[i].append(text) if i >= 0 else cls(pid, text))
+
+    def final_text(self, text: Any) -> bool:
+        """The authoritative final text of the last segment; True when it changed."""
+        if not isinstance(text, str) or not text:
+            return False
+        pid = f"text:{self.seg}"
+        i = self._find(pid)
+        if i >= 0 and self.parts[i].text == text:
+            return False
+        self._put(TextPart(pid, text))
+        self.after_tool = False
+        return True
+
+    def tool_started(self, name: Any, args: Any = ABSENT, call_id: Any = None) -> None:
+        n = self.tools
+        self.tools += 1
+        cid = _str(call_id) or f"{self.key}:t{n}"
+        self.parts.append(ToolCallPart(f"tool:{n}", cid, _str(name) or "unknown", args=_args(args)))
+        self.seg += 1
+        self.after_tool = True
+
+    def tool_ended(self, name: Any, status: str, error: Any = ABSENT) -> bool:
+        name = _str(name) or "unknown"
+        for i, p in enumerate(self.parts):
+            if (
+                isinstance(p, ToolCallPart)
+                and p.tool_name == name
+                and p.status in (ABSENT, "running")
+            ):
+                self.parts[i] = replace(p, status=status, error=error)
+                return True
+        return False
+
+    def tool_result(self, call_id: Any, content: Any) -> None:
+        for i, p in enumerate(self.parts):
+            if isinstance(p, ToolCallPart) and p.tool_call_id == call_id:
+                self.parts[i] = replace(p, status="completed", result=freeze(content))
+                return
+
+    def add_row(self, row: Mapping[str, Any]) -> None:
+        """One assistant or tool row of history / of the session transcript."""
+        if row.get("role") == "tool":
+            self.tool_result(row.get("tool_call_id"), row.get("content"))
+            return
+        self.add_text(
+            ReasoningPart, "reasoning", _str(row.get("reasoning")) or row.get("reasoning_content")
+        )
+        self.add_text(
+            TextPart, "text", input_text(row.get("content")) if row.get("content") else None
+        )
+        calls = row.get("tool_calls")
+        for tc in calls if isinstance(calls, list) else ():
+            if isinstance(tc, Mapping):
+                fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
+                self.tool_started(
+                    fn.get("name"), fn.get("arguments", ABSENT), tc.get("id") or tc.get("call_id")
+                )
+
+    def tool_names(self) -> list[str]:
+        return [p.tool_name for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+def _name(event: Mapping[str, Any]) -> str | None:
+    return _str(event.get("event")) or _str(event.get("type"))
+
+
+class HermesProtocol(AdapterProtocol):
+    """hermes-agent's ``/v1/runs`` events and session chat stream (module docstring)."""
+
+    name = "hermes"
+
+    # -- input ------------------------------------------------------------------
+
+    def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
+        body: dict[str, Any] = {"input": input_text(input)}
+        if ctx.session_id:
+            body["session_id"] = ctx.session_id
+        history = []
+        for m in ctx.messages:
+            text = "".join(p.text for p in m.parts if isinstance(p, TextPart))
+            if m.role in ("user", "assistant") and text:
+                history.append({"role": m.role, "content": text})
+        if history:
+            body["conversation_history"] = history
+        return body
+
+    def project_input(self, input: Any, ctx: EncodeContext) -> list[RuntimeMessage]:
+        return [_user(ctx.run_id, input_text(input))]
+
+    def decode_input(self, body: Any) -> Any:
+        if not isinstance(body, Mapping):
+            return None
+        value = body.get("input") or body.get("message")
+        return input_text(value) if value else None
+
+    # -- events -----------------------------------------------------------------
+
+    def identify_event(self, event: Any) -> EventIdentity | None:
+        if not isinstance(event, Mapping) or not _str(event.get("run_id")):
+            return None
+        kind = _name(event)
+        return EventIdentity(
+            run_id=event["run_id"], starts_run=kind == "run.started", ends_response=kind in _ENDS
+        )
+
+    def event_sequence(self, event: Any) -> int | float | None:
+        seq = event.get("seq") if isinstance(event, Mapping) else None
+        return seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) else None
+
+    def event_known(self, event: Any) -> bool | None:
+        """A Hermes event of either surface (one that decodes to nothing is then
+        a known event without output, not an unknown type)."""
+        return isinstance(event, Mapping) and _name(event) in _KNOWN
+
+    def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
+        if not isinstance(event, Mapping):
+            return []  # DONE, keepalives
+        kind = _name(event)
+        if kind is None:
+            return []
+        st = ctx.state
+        if kind == "message.started":
+            msg = event.get("message")
+            if isinstance(msg, Mapping) and _str(msg.get("id")) and "answer" not in st:
+                st["mid"] = msg["id"]
+            return []
+        if kind == "run.started":
+            um = event.get("user_message")
+            text = um.get("content") if isinstance(um, Mapping) else None
+            return [MessageUpdate(_user(ctx.run_id, text))] if isinstance(text, str) else []
+        if kind in ("message.delta", "assistant.delta"):
+            delta = event.get("delta")
+            if not isinstance(delta, str) or not delta:
+                return []
+            answer = self._answer(event, ctx)
+            pid, new = answer.delta(delta)
+            if pid is None:
+                return []
+            if new:
+                return [MessageUpdate(answer.message()), PhaseUpdate("generating")]
+            return [DeltaUpdate(answer.message_id, pid, delta)]
+        if kind == "tool.started":
+            answer = self._answer(event, ctx)
+            answer.tool_started(
+                event.get("tool") or event.get("tool_name"), event.get("args", ABSENT)
+            )
+            return [MessageUpdate(answer.message()), PhaseUpdate("tool")]
+        if kind in ("tool.completed", "tool.failed"):
+            answer = self._answer(event, ctx)
+            name = event.get("tool") or event.get("tool_name")
+            failed = kind == "tool.failed" or event.get("error") is True
+            err = (
+                RunError("tool_error", f"tool {_str(name) or 'unknown'} reported an error")
+                if failed
+                else ABSENT
+            )
+            if not answer.tool_ended(name, "failed" if failed else "completed", err):
+                return []
+            return [MessageUpdate(answer.message())]
+        if kind == "approval.request":
+            return [PhaseUpdate("awaiting-input")]
+        if kind == "approval.responded":
+            return [PhaseUpdate("tool")]
+        if kind == "assistant.completed":
+            answer = self._answer(event, ctx)
+            return (
+                [MessageUpdate(answer.message())] if answer.final_text(event.get("content")) else []
+            )
+        if kind == "run.completed":
+            return self._completed(event, ctx)
+        if kind == "run.failed":
+            return [
+                FailedUpdate(
+                    RunError("run.failed", _message(event.get("error"), "agent run failed"))
+                )
+            ]
+        if kind == "error":
+            return [
+                FailedUpdate(
+                    RunError("error", _message(event.get("message"), "session chat stream failed"))
+                )
+            ]
+        if kind in ("run.cancelled", "run.interrupted"):
+            return [InterruptedUpdate(_str(event.get("reason")))]
+        return []  # done, reasoning.available, tool.progress, unknown events
+
+    def _answer(self, event: Mapping[str, Any], ctx: DecodeContext) -> _Answer:
+        answer = ctx.state.get("answer")
+        if answer is None:
+            rid = _str(event.get("run_id")) or ctx.run_id
+            mid = ctx.state.get("mid") or _str(event.get("message_id")) or f"assistant:{rid}"
+            answer = ctx.state["answer"] = _Answer(mid, ctx.run_id, rid)
+        return answer
+
+    def _completed(self, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        out: list[ProtocolUpdate] = []
+        answer = ctx.state.get("answer")
+        rows = event.get("messages")
+        if isinstance(rows, list) and rows:
+            live = answer or self._answer(event, ctx)
+            fresh = _Answer(live.message_id, live.run_id, live.key)
+            for row in rows:
+                if isinstance(row, Mapping) and row.get("role") in ("assistant", "tool"):
+                    fresh.add_row(row)
+            if fresh.parts and fresh.tool_names() == live.tool_names():
+                ctx.state["answer"] = fresh
+                if fresh.message() != live.message() or answer is None:
+                    out.append(MessageUpdate(fresh.message()))
+        elif "output" in event:
+            live = answer or self._answer(event, ctx)
+            if live.final_text(event.get("output")):
+                out.append(MessageUpdate(live.message()))
+        out.append(CompletedUpdate())
+        return out
+
+    # -- history and status -----------------------------------------------------
+
+    def decode_history(self, value: Any, session_id: str) -> HistoryResult:
+        """``GET /api/sessions/{id}/messages`` (``{"object": "list", "data": [rows]}``)."""
+        rows = value.get("data") if isinstance(value, Mapping) else value
+        if not isinstance(rows, list):
+            raise HistoryFormatError("hermes history has no 'data' list")
+        messages: list[RuntimeMessage] = []
+        answer: _Answer | None = None
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                continue
+            rid = str(row["id"]) if row.get("id") is not None else f"#{i}"
+            role = row.get("role")
+            if role in ("user", "system"):
+                if answer is not None:
+                    messages.append(answer.message())
+                    answer = None
+                msg = RuntimeMessage(
+                    f"{role}:{rid}", role, (TextPart("text", input_text(row.get("content"))),)
+                )
+                messages.append(msg)
+            elif role in ("assistant", "tool"):
+                if answer is None:
+                    answer = _Answer(f"assistant:{rid}", None, f"assistant:{rid}")
+                answer.add_row(row)
+        if answer is not None:
+            messages.append(answer.message())
+        return HistoryResult(messages=tuple(m for m in messages if m.parts), has_more=False)
+
+    def decode_status(
+        self, value: Any, session_id: str | None = None, run_id: str | None = None
+    ) -> HistoryRunSnapshot | None:
+        """``GET /v1/runs/{id}`` -> a settled run's snapshot, or ``None`` when the
+        run is still queued/running/waiting_for_approval/stopping, the body is
+        not a run status, or it names another run than ``run_id``."""
+        if not isinstance(value, Mapping):
+            return None
+        rid = _str(value.get("run_id")) or run_id
+        if not rid or (run_id is not None and rid != run_id):
+            return None
+        status = _SETTLED.get(value["status"]) if isinstance(value.get("status"), str) else None
+        if status is None:
+            return None
+        created = value.get("created_at")
+        ok = type(created) in (int, float) and math.isfinite(created) and created >= 0
+        error = (
+            RunError("run.failed", _message(value.get("error"), "agent run failed"))
+            if status == "failed"
+            else ABSENT
+        )
+        return HistoryRunSnapshot(
+            id=rid,
+            status=status,
+            created_at=created * 1000 if ok else None,
+            error=error,
+        )
+
+
+def _message(v: Any, default: str) -> str:
+    if isinstance(v, str) and v:
+        return v
+    return default if v is None or v == "" else json.dumps(v, default=str)
