@@ -23,7 +23,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PEERS_HOME="${CHATKIT_PEERS_HOME:-$HOME/.cache/chatkit-trace/peers}"
+USER_HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+PEERS_HOME="${CHATKIT_PEERS_HOME:-$USER_HOME/.cache/chatkit-trace/peers}"
 PY="${CHATKIT_PEERS_PYTHON:-python3.11}"
 if ! "$PY" -c 'import sys' >/dev/null 2>&1; then PY=python3; fi
 PY_VERSION="$("$PY" -c 'import sys; print(sys.version.split()[0])')"
@@ -66,7 +67,7 @@ for name in "${names[@]}"; do
   rm -rf "$env"
   "$PY" -m venv "$env"
   log="$PEERS_HOME/$name.install.log"
-  # -q keeps CI logs short; the full log goes to $log and is shown on failure
+  # the full pip log goes to $log; its tail is shown on failure
   if ! "$env/bin/pip" install --no-input -r "$req" >"$log" 2>&1; then
     echo "peers: $name: pip install FAILED; last lines of $log:" >&2
     tail -n 40 "$log" >&2

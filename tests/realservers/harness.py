@@ -100,9 +100,12 @@ HermesServer (bearer key handled; scenario words go to the fake model):
   "runs_stop": ``post``, ``events`` (slow run, stopped after a few deltas),
   ``stop``, ``status``;  "runs_session": ``create`` (POST /api/sessions),
   ``post`` (run with that session_id), ``events``, ``status``, ``history``;
+  "runs_two_subscribers": ``post``, ``events_a``, ``events_b`` (two concurrent
+  subscribers of one slow run; hermes splits the events between them),
+  ``stop``, ``status``;
   "session_text", "session_tool", "session_fail": ``create``, ``stream``,
-  ``history``;  "chat_text", "chat_tool": ``stream``;  "responses_tool":
-  ``stream``.
+  ``history``;  "chat_text", "chat_tool", "chat_fail": ``stream``;
+  "responses_tool", "responses_fail": ``stream``.
 
 OpenAIServer (litellm proxy, key ``sk-chatkit-trace-local``; model names in
 peers/openai/litellm_config.yaml: ``mock-*`` answered by litellm itself,
@@ -131,9 +134,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -161,8 +164,8 @@ A2A_SCENARIOS = ("text", "tool", "fail", "crash", "input", "slow_cancel", "conte
 A2A_VERSIONS = ("1.0", "0.3")
 HERMES_SCENARIOS = (
     "runs_text", "runs_tool", "runs_reasoning", "runs_fail", "runs_midstream", "runs_stop",
-    "runs_session", "session_text", "session_tool", "session_fail", "chat_text", "chat_tool",
-    "responses_tool",
+    "runs_session", "runs_two_subscribers", "session_text", "session_tool", "session_fail",
+    "chat_text", "chat_tool", "chat_fail", "responses_tool", "responses_fail",
 )
 OPENAI_SCENARIOS = (
     "text", "mock_text", "reasoning", "length", "midstream", "ratelimit", "error_before_stream",
@@ -295,7 +298,7 @@ class PeerProcess:
         lines = data.decode("utf-8", "replace").splitlines()
         return "\n".join(lines[-n:])
 
-    def stop(self, grace: float = 5.0) -> None:
+    def stop(self, grace: float = 3.0) -> None:
         """SIGTERM the whole group, then SIGKILL whatever is left."""
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
             try:
@@ -476,14 +479,77 @@ def _encode_body(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-class Stream:
-    """An HTTP response being read incrementally (for SSE and long bodies).
+class _ChunkedDecoder:
+    """Incremental decoder for ``Transfer-Encoding: chunked`` bodies."""
 
-    ``read(max_events=N)`` returns once the body holds at least N complete
-    SSE events (counted from the start), the server ended the body, or
-    ``timeout`` seconds passed (then the connection is closed and
-    ``ended_by`` is "timeout").  ``close()`` ends it from the client side and
-    returns the ``RawResponse``.  Use as a context manager to always close.
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._left = 0  # bytes of chunk data still expected
+        self._state = "size"  # size | data | data_crlf | trailer | done
+
+    @property
+    def done(self) -> bool:
+        return self._state == "done"
+
+    def feed(self, data: bytes) -> bytes:
+        self._buf += data
+        out = bytearray()
+        while True:
+            if self._state == "size":
+                i = self._buf.find(b"\r\n")
+                if i < 0:
+                    break
+                line = bytes(self._buf[:i]).split(b";", 1)[0].strip()
+                del self._buf[:i + 2]
+                size = int(line, 16)
+                if size == 0:
+                    self._state = "trailer"
+                else:
+                    self._left, self._state = size, "data"
+            elif self._state == "data":
+                if not self._buf:
+                    break
+                take = bytes(self._buf[:self._left])
+                del self._buf[:len(take)]
+                out += take
+                self._left -= len(take)
+                if self._left == 0:
+                    self._state = "data_crlf"
+            elif self._state == "data_crlf":
+                if len(self._buf) < 2:
+                    break
+                del self._buf[:2]
+                self._state = "size"
+            elif self._state == "trailer":
+                i = self._buf.find(b"\r\n")
+                if i < 0:
+                    break
+                line = bytes(self._buf[:i])
+                del self._buf[:i + 2]
+                if not line:
+                    self._state = "done"
+            else:
+                break
+        return bytes(out)
+
+
+class Stream:
+    """An HTTP/1.1 response read incrementally (for SSE and long bodies).
+
+    A tiny client on a plain socket, so that waiting is never destructive:
+    ``read(max_events=N, timeout=T)`` returns as soon as the body holds at
+    least N complete SSE events (counted from the start), the body ended, or
+    T seconds passed - and the stream stays open, so you can do other calls
+    and read on.  ``read_all(T)`` reads to the end and, if T runs out first,
+    closes it (``ended_by`` "timeout").  ``close()`` ends it from the client
+    side (``ended_by`` "client") and returns the ``RawResponse``; use the
+    Stream as a context manager to always close it.
+
+    ``ended_by``: None while open; "server" when the body ended per its
+    framing (chunked terminator, Content-Length, or EOF for an unframed
+    body); "eof" when the server closed the connection before its framing
+    said the body was complete; "client"; "timeout"; "error: ...".
+    The body is de-chunked; no compression is asked for.
     """
 
     MAX_BYTES = 4 * 1024 * 1024
@@ -495,26 +561,81 @@ class Stream:
         u = urllib.parse.urlsplit(url)
         if u.hostname not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"harness only talks to loopback, not {url}")
-        path = u.path or "/"
-        if u.query:
-            path += "?" + u.query
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
         self.request_body = _encode_body(body)
         hdrs = dict(headers or {})
         if self.request_body and not any(k.lower() == "content-type" for k in hdrs):
             hdrs["Content-Type"] = "application/json"
-        self.request_headers = hdrs
+        wire = {"Host": f"{u.hostname}:{u.port}", "Accept-Encoding": "identity", **hdrs}
+        if self.request_body or method in ("POST", "PUT", "PATCH"):
+            wire["Content-Length"] = str(len(self.request_body))
+        self.request_headers = wire  # exactly what is sent, in order
+        head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in wire.items())
         self._t0 = time.monotonic()
-        self._conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-        self._conn.request(method, path, body=self.request_body or None, headers=hdrs)
-        self._sock = self._conn.sock
-        self._resp = self._conn.getresponse()
-        self.status = self._resp.status
-        self.reason = self._resp.reason
-        self.http_version = "HTTP/1.1" if self._resp.version == 11 else "HTTP/1.0"
-        self.headers = list(self._resp.getheaders())
+        self._elapsed: float | None = None
         self.body = bytearray()
         self.ended_by: str | None = None
-        self._elapsed: float | None = None
+        self._sock = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        try:
+            self._sock.sendall(head.encode("latin-1") + b"\r\n" + self.request_body)
+            self._read_head(time.monotonic() + timeout)
+        except BaseException:
+            self._sock.close()
+            raise
+
+    def _recv(self, deadline: float) -> bytes | None:
+        """Bytes from the socket; b"" at EOF; None if nothing came by ``deadline``."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        ready, _, _ = select.select([self._sock], [], [], remaining)
+        if not ready:
+            return None
+        return self._sock.recv(65536)
+
+    def _read_head(self, deadline: float) -> None:
+        buf = bytearray()
+        while b"\r\n\r\n" not in buf:
+            data = self._recv(deadline)
+            if data is None:
+                raise TimeoutError(f"no response head from {self.url} in time")
+            if not data:
+                raise ConnectionError(f"{self.url} closed the connection before a response head")
+            buf += data
+        head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        version, _, status_reason = lines[0].partition(" ")
+        status, _, reason = status_reason.partition(" ")
+        self.http_version = version
+        self.status = int(status)
+        self.reason = reason
+        self.headers: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            self.headers.append((k.strip(), v.strip()))
+        hmap = {k.lower(): v for k, v in self.headers}
+        self._chunked: _ChunkedDecoder | None = None
+        self._length: int | None = None
+        if self.method == "HEAD" or self.status in (204, 304) or 100 <= self.status < 200:
+            self._length = 0
+        elif "chunked" in hmap.get("transfer-encoding", "").lower():
+            self._chunked = _ChunkedDecoder()
+        elif "content-length" in hmap:
+            self._length = int(hmap["content-length"])
+        self._feed(rest)
+
+    def _feed(self, data: bytes) -> None:
+        if self._chunked is not None:
+            self.body += self._chunked.feed(data)
+            if self._chunked.done:
+                self._finish("server")
+        else:
+            self.body += data
+            if self._length is not None and len(self.body) >= self._length:
+                del self.body[self._length:]
+                self._finish("server")
+        if self.ended_by is None and len(self.body) > self.MAX_BYTES:
+            self._finish("client")
 
     @property
     def events(self) -> int:
@@ -527,49 +648,41 @@ class Stream:
 
     def read(self, *, max_events: int | None = None, timeout: float = 30.0,
              until: Callable[[Stream], bool] | None = None) -> Stream:
+        """Read until the body ends, holds ``max_events`` events, ``until(self)``
+        is true, or ``timeout`` seconds pass.  Never closes on timeout."""
         deadline = time.monotonic() + timeout
         while self.ended_by is None:
             if max_events is not None and self.events >= max_events:
-                return self
+                break
             if until is not None and until(self):
-                return self
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._finish("timeout")
-                return self
+                break
             try:
-                if self._sock is not None:
-                    self._sock.settimeout(remaining)
-                chunk = self._resp.read1(65536)
-            except TimeoutError:
-                self._finish("timeout")
-                return self
-            except (OSError, http.client.HTTPException) as e:
+                data = self._recv(deadline)
+            except OSError as e:
                 self._finish(f"error: {type(e).__name__}: {e}")
-                return self
-            if not chunk:
-                self._finish("server")
-                return self
-            self.body += chunk
-            if len(self.body) > self.MAX_BYTES:
-                self._finish("client")
+                break
+            if data is None:
+                break
+            if not data:
+                framed = self._chunked is not None or self._length is not None
+                self._finish("eof" if framed else "server")
+                break
+            self._feed(data)
         return self
 
     def read_all(self, timeout: float = 60.0) -> RawResponse:
+        """Read to the end of the body; close with ended_by "timeout" if it takes longer."""
         self.read(timeout=timeout)
+        if self.ended_by is None:
+            self._finish("timeout")
         return self.result()
 
     def _finish(self, how: str) -> None:
         if self.ended_by is None:
             self.ended_by = how
             self._elapsed = time.monotonic() - self._t0
-        with contextlib.suppress(Exception):
-            self._resp.close()
-        with contextlib.suppress(Exception):
-            self._conn.close()
-        with contextlib.suppress(Exception):
-            if self._sock is not None:
-                self._sock.close()
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
     def close(self) -> RawResponse:
         self._finish("client")
@@ -593,13 +706,18 @@ class Stream:
 
 def http_request(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
                  *, timeout: float = 30.0, max_events: int | None = None) -> RawResponse:
-    """Send one request and read the response to its end (or to ``max_events``
-    SSE events, then close from the client side, or to ``timeout``)."""
-    s = Stream(method, url, body=body, headers=headers, timeout=min(timeout, 30.0))
-    s.read(max_events=max_events, timeout=timeout)
-    if not s.done:
-        s.close()
-    return s.result()
+    """Send one request and read the response to its end, or to ``max_events``
+    SSE events (then close from the client side), or to ``timeout`` (then
+    close; ended_by "timeout")."""
+    with Stream(method, url, body=body, headers=headers, timeout=timeout) as s:
+        if max_events is None:
+            return s.read_all(timeout=timeout)
+        s.read(max_events=max_events, timeout=timeout)
+        if s.done:
+            return s.result()
+        if s.events >= max_events:
+            return s.close()
+        return s.read_all(timeout=0)
 
 
 @dataclasses.dataclass
@@ -985,10 +1103,8 @@ class A2AServer(PeerServer):
                 resub.read(max_events=2, timeout=10)
                 ex.steps["cancel"] = self.cancel_task(tid, version=version)
                 # both streams should now get the canceled update and close
-                resub.read(timeout=10)
-                main.read(timeout=10)
-                ex.steps["stream"] = main.result()
-                ex.steps["resubscribe"] = resub.result()
+                ex.steps["resubscribe"] = resub.read_all(10)
+                ex.steps["stream"] = main.read_all(10)
         ex.steps = {k: ex.steps[k] for k in ("stream", "resubscribe", "cancel") if k in ex.steps}
         ex.steps["history"] = self.get_task(tid, version=version)
 
@@ -1106,6 +1222,7 @@ class HermesServer(PeerServer):
         "midstream": "Fail mid-stream every time. scenario:midstream!",
         "stop": "Talk slowly. scenario:slow",
         "session": "Say hello. scenario:text",
+        "two_subscribers": "Talk slowly. scenario:slow",
     }
 
     def scenario(self, name: str) -> Exchange:
@@ -1125,12 +1242,13 @@ class HermesServer(PeerServer):
             ex.steps["post"] = post
             rid = post.json()["run_id"]
             ex.ids["run_id"] = rid
-            if what == "stop":
+            if what == "two_subscribers":
+                self._two_subscribers(ex, rid)
+            elif what == "stop":
                 with self.open_run_events(rid) as ev:
                     ev.read(max_events=self.stop_after_events, timeout=20)
                     ex.steps["stop"] = self.stop_run(rid)
-                    ev.read(timeout=20)
-                    ex.steps["events"] = ev.result()
+                    ex.steps["events"] = ev.read_all(20)
                 ex.steps = {k: ex.steps[k] for k in ("post", "events", "stop")}
             else:
                 ex.steps["events"] = self.run_events(rid, timeout=60)
@@ -1149,6 +1267,33 @@ class HermesServer(PeerServer):
         elif kind == "responses":
             ex.steps["stream"] = self.responses(self.TEXTS[what])
         return ex
+
+    def _two_subscribers(self, ex: Exchange, rid: str, *, min_events: int = 4,
+                         linger: float = 2.0) -> None:
+        """Two concurrent GET .../events on one slow run, then stop.
+
+        Waits until the two subscribers together got ``min_events`` events,
+        stops the run, reads both for ``linger`` more seconds, then closes
+        whichever is still open (hermes leaves one hanging on keepalives).
+        """
+        def pump(*streams: Stream) -> None:
+            for st in streams:
+                st.read(timeout=0.05)
+
+        with self.open_run_events(rid) as a:
+            a.read(max_events=1, timeout=20)
+            with self.open_run_events(rid) as b:
+                deadline = time.monotonic() + 15
+                while (a.events + b.events < min_events and time.monotonic() < deadline
+                       and not (a.done and b.done)):
+                    pump(a, b)
+                stop = self.stop_run(rid)
+                deadline = time.monotonic() + linger
+                while time.monotonic() < deadline and not (a.done and b.done):
+                    pump(a, b)
+                ex.steps["events_a"] = a.result() if a.done else a.close()
+                ex.steps["events_b"] = b.result() if b.done else b.close()
+                ex.steps["stop"] = stop
 
 
 @contextlib.contextmanager

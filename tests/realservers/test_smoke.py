@@ -364,6 +364,18 @@ def test_hermes_runs_stop(hermes_peer):
     assert ex["status"].json()["status"] == "cancelled"
 
 
+def test_hermes_runs_two_subscribers_split_events(hermes_peer):
+    ex = hermes_peer.scenario("runs_two_subscribers")
+    a, b = ex["events_a"].sse_json(), ex["events_b"].sse_json()
+    deltas_a = [f["delta"] for f in a if f["event"] == "message.delta"]
+    deltas_b = [f["delta"] for f in b if f["event"] == "message.delta"]
+    assert deltas_a and deltas_b  # both got some events ...
+    assert not set(deltas_a) & set(deltas_b)  # ... and none twice: a queue, not a broadcast
+    terminal = [f for f in a + b if f["event"].startswith("run.")]
+    assert [f["event"] for f in terminal] == ["run.cancelled"]  # only one subscriber sees it
+    assert ex["status"].json()["status"] == "cancelled"
+
+
 def test_hermes_runs_with_session_history(hermes_peer):
     ex = hermes_peer.scenario("runs_session")
     frames = _assert_runs_basics(ex)
@@ -424,6 +436,22 @@ def test_hermes_chat_completions_text(hermes_peer):
                    for c in chunks if c.get("choices"))
     assert text == "Hello from the fake model."
     assert _data_lines(ex["stream"])[-1] == "[DONE]"
+
+
+def test_hermes_chat_completions_fail(hermes_peer):
+    ex = hermes_peer.scenario("chat_fail")
+    chunks = [c for c in _sse(ex["stream"]) if isinstance(c, dict)]
+    failed = [c for c in chunks if any(ch.get("finish_reason") == "error"
+                                       for ch in c.get("choices") or [])]
+    assert failed and "error" in failed[0] and failed[0]["hermes"]["failed"] is True
+    assert _data_lines(ex["stream"])[-1] == "[DONE]"
+
+
+def test_hermes_responses_fail_looks_completed(hermes_peer):
+    ex = hermes_peer.scenario("responses_fail")
+    types = [json.loads(e.data)["type"] for e in ex["stream"].sse()]
+    assert "response.output_text.delta" in types
+    assert types[-1] == "response.completed" and "response.failed" not in types
 
 
 def test_hermes_responses_tool(hermes_peer):
@@ -551,9 +579,20 @@ def test_openai_responses_reasoning(openai_peer):
     assert "reasoning" in items
 
 
+def test_openai_responses_bridge_quirks(openai_peer):
+    # litellm's bridge: no event: lines, sequence_number on only a few events, [DONE] last
+    resp = openai_peer.scenario("responses_text")["stream"]
+    events = resp.sse()
+    assert all(e.event is None for e in events)
+    assert events[-1].data == "[DONE]"
+    payloads = [json.loads(e.data) for e in events[:-1]]
+    assert any("sequence_number" not in p for p in payloads)
+
+
 def test_openai_responses_midstream(openai_peer):
     resp = openai_peer.scenario("responses_midstream")["stream"]
     events = resp.sse()
+    assert events[-1].data == "[DONE]"  # [DONE] even after the failure
     failed = [e for e in events if e.event == "response.failed"
               or (e.data.startswith("{") and json.loads(e.data).get("type") == "response.failed")]
     assert failed
