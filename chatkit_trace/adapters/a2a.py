@@ -44,7 +44,7 @@ does not render an unregistered kind (R7.3), which is what the UI would do.
 Frame -> updates
 ----------------
 =========================================  ==============================================
-frame (``result`` / ``error`` of the envelope)  updates
+frame (the envelope's result or error)     updates
 =========================================  ==============================================
 Task (first frame; resubscribe snapshot)   message per ``history`` entry, artifact and
                                            ``status.message`` that is new or changed,
@@ -60,7 +60,8 @@ status ``canceled``                        interrupted ``canceled``
 status ``input-required`` / ``auth-req.``  interrupted ``input-required`` / ``auth-required``
 artifact update ``append`` false/absent    message (the artifact, replaced whole)
 artifact update ``append: true``           delta on the last text/reasoning segment when
-                                           only that segment grew, else message
+                                           only that segment grew, else message (to an
+                                           unknown artifact: starts it)
 Message result (message-only reply)        message, completed (the SDK ends the exchange)
 JSON-RPC ``error``                         failed ``RunError(str(code), message, cause=data)``
 v0.3 ``final``                             nothing (end of reader only: identify_event's
@@ -81,7 +82,9 @@ Decisions (also ``docs/decisions.md``, Adapters)
   the factory's ``route()`` keeps other conversations' events out; on a
   direct stream ``decode_event`` raises :class:`ContextMismatch` (a decode
   error that ends the read, R2.5), because a direct stream belongs to one
-  task of one context.  History skips tasks of other contexts.
+  task of one context; a caller that admits such events under their own
+  session (so the Core says wrong-session) sets ``check_context = False``.
+  History skips tasks of other contexts.
 * History order: per task, ``history`` (user messages and superseded status
   messages), then ``artifacts``, then the current ``status.message`` - the
   SDK does not keep how status messages and artifact chunks interleaved.
@@ -100,6 +103,8 @@ Where the real server departs from SPEC R11.4
   then live), so history reports an active task without an event id.
 * A crash ends the stream with a JSON-RPC error frame (no taskId: it cannot be
   routed, R11.7) while ``tasks/get`` then shows ``failed`` without an error code.
+* Tool activity has no standard shape (see above); google-adk's bridge also
+  sends its final answer twice, as a status message and as an artifact.
 """
 
 from __future__ import annotations
@@ -135,17 +140,40 @@ from ._updates import (
     ProtocolUpdate,
 )
 
-__all__ = ["A2AProtocol", "ContextMismatch", "METHODS", "unwrap", "state_name"]
+__all__ = ["METHODS", "A2AProtocol", "ContextMismatch", "state_name", "unwrap"]
 
 METHODS = {
-    "1.0": {"send": "SendMessage", "stream": "SendStreamingMessage", "get": "GetTask",
-            "cancel": "CancelTask", "resubscribe": "SubscribeToTask", "list": "ListTasks"},
-    "0.3": {"send": "message/send", "stream": "message/stream", "get": "tasks/get",
-            "cancel": "tasks/cancel", "resubscribe": "tasks/resubscribe"},
+    "1.0": {
+        "send": "SendMessage",
+        "stream": "SendStreamingMessage",
+        "get": "GetTask",
+        "cancel": "CancelTask",
+        "resubscribe": "SubscribeToTask",
+        "list": "ListTasks",
+    },
+    "0.3": {
+        "send": "message/send",
+        "stream": "message/stream",
+        "get": "tasks/get",
+        "cancel": "tasks/cancel",
+        "resubscribe": "tasks/resubscribe",
+    },
 }
-_SEND_METHODS = frozenset(m for v in METHODS.values() for k, m in v.items() if k in ("send", "stream"))
-_WRAPPERS = {"task": "task", "message": "message", "statusUpdate": "status", "artifactUpdate": "artifact"}
-_KINDS = {"task": "task", "message": "message", "status-update": "status", "artifact-update": "artifact"}
+_SEND_METHODS = frozenset(
+    m for v in METHODS.values() for k, m in v.items() if k in ("send", "stream")
+)
+_WRAPPERS = {
+    "task": "task",
+    "message": "message",
+    "statusUpdate": "status",
+    "artifactUpdate": "artifact",
+}
+_KINDS = {
+    "task": "task",
+    "message": "message",
+    "status-update": "status",
+    "artifact-update": "artifact",
+}
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
 INTERRUPTED = frozenset({"input-required", "auth-required"})
 
@@ -216,17 +244,23 @@ def _norm(p: Any) -> tuple[str, Any]:
             return "response", data
         return "data", data
     f = p.get("file") if kind == "file" else p
-    if isinstance(f, Mapping) and (_str(f.get("uri")) or _str(f.get("url")) or "bytes" in f or "raw" in f):
+    if isinstance(f, Mapping) and (
+        _str(f.get("uri")) or _str(f.get("url")) or "bytes" in f or "raw" in f
+    ):
         url = _str(f.get("uri")) or _str(f.get("url"))
         return "file", {
-            "mime": _str(f.get("mimeType")) or _str(f.get("mediaType")) or "application/octet-stream",
+            "mime": _str(f.get("mimeType"))
+            or _str(f.get("mediaType"))
+            or "application/octet-stream",
             "source": {"url": url} if url else {"data": f.get("bytes", f.get("raw"))},
             "name": _str(f.get("name")) or _str(f.get("filename")),
         }
     return "other", p
 
 
-def _segments(owner: str, parts: list[tuple[str, Any]], calls: dict[str, str], results: dict[str, Any]) -> list[Any]:
+def _segments(
+    owner: str, parts: list[tuple[str, Any]], calls: dict[str, str], results: dict[str, Any]
+) -> list[Any]:
     out: list[Any] = []
     used: set[str] = set()
     for i, (kind, value) in enumerate(parts):
@@ -243,10 +277,17 @@ def _segments(owner: str, parts: list[tuple[str, Any]], calls: dict[str, str], r
             cid = _str(value.get("id")) or f"{owner}:{i}"
             pid = f"tool:{cid}" if f"tool:{cid}" not in used else f"tool:{cid}:{i}"
             args = value.get("args")
-            part: Any = ToolCallPart(pid, cid, value["name"], args=args if isinstance(args, Mapping) else ABSENT,
-                                     result=results.get(cid, ABSENT))
+            part: Any = ToolCallPart(
+                pid,
+                cid,
+                value["name"],
+                args=args if isinstance(args, Mapping) else ABSENT,
+                result=results.get(cid, ABSENT),
+            )
         elif kind == "file":
-            part = MediaPart(f"file:{i}", value["mime"], value["source"], name=value["name"] or ABSENT)
+            part = MediaPart(
+                f"file:{i}", value["mime"], value["source"], name=value["name"] or ABSENT
+            )
         elif kind in ("data", "response"):
             part = DataPart(f"data:{i}", "a2a.data", value)
         else:
@@ -297,14 +338,21 @@ class _Book:
         role = "user" if msg.get("role") in ("user", "ROLE_USER") else "assistant"
         meta = msg.get("metadata")
         meta = meta if isinstance(meta, Mapping) and meta else ABSENT
-        mid = msg.get("messageId") if isinstance(msg.get("messageId"), str) else None  # None: invalid-message
+        mid = msg.get("messageId")
+        mid = mid if isinstance(mid, str) else None  # the Core rejects it: invalid-message
         for owner in self._put(mid, role, meta, [_norm(p) for p in _list(msg.get("parts"))]):
             if owner != mid:
                 self._emit(owner, run_id, out)
         self._emit(mid, run_id, out)
 
-    def artifact(self, task_id: Any, art: Mapping[str, Any], append: bool, run_id: str,
-                 out: list[ProtocolUpdate]) -> None:
+    def artifact(
+        self,
+        task_id: Any,
+        art: Mapping[str, Any],
+        append: bool,
+        run_id: str,
+        out: list[ProtocolUpdate],
+    ) -> None:
         mid = f"artifact:{task_id}:{art.get('artifactId')}"
         new = [_norm(p) for p in _list(art.get("parts"))]
         old = self.parts.get(mid) if append else None
@@ -313,7 +361,7 @@ class _Book:
                 self._emit(owner, run_id, out)
         prev, msg = self.built.get(mid), self._build(mid, run_id)
         if old is not None and prev is not None and _grown(prev, msg):
-            delta = msg.parts[-1].text[len(prev.parts[-1].text):]
+            delta = msg.parts[-1].text[len(prev.parts[-1].text) :]
             self.built[mid] = msg
             if delta:
                 out.append(DeltaUpdate(mid, msg.parts[-1].id, delta))
@@ -343,14 +391,22 @@ def _grown(prev: RuntimeMessage, msg: RuntimeMessage) -> bool:
     if len(prev.parts) != len(msg.parts) or not msg.parts or prev.parts[:-1] != msg.parts[:-1]:
         return False
     a, b = prev.parts[-1], msg.parts[-1]
-    return (isinstance(b, (TextPart, ReasoningPart)) and type(a) is type(b) and a.id == b.id
-            and b.text.startswith(a.text))
+    return (
+        isinstance(b, (TextPart, ReasoningPart))
+        and type(a) is type(b)
+        and a.id == b.id
+        and b.text.startswith(a.text)
+    )
 
 
 def _text(msg: Any) -> str:
     if not isinstance(msg, Mapping):
         return ""
-    return "".join(p["text"] for p in _list(msg.get("parts")) if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return "".join(
+        p["text"]
+        for p in _list(msg.get("parts"))
+        if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+    )
 
 
 def _status_error(status: Mapping[str, Any], st: str) -> RunError:
@@ -378,7 +434,9 @@ def _tasks(value: Any) -> tuple[list[Any], str | None]:
             tasks += _tasks(item)[0]
         return tasks, None
     if not isinstance(value, Mapping):
-        raise HistoryFormatError(f"A2A history must be a Task or a JSON-RPC response, not {type(value).__name__}")
+        raise HistoryFormatError(
+            f"A2A history must be a Task or a JSON-RPC response, not {type(value).__name__}"
+        )
     if isinstance(value.get("error"), Mapping):
         err = value["error"]
         raise HistoryFormatError(f"A2A history call failed: {err.get('code')} {err.get('message')}")
@@ -430,24 +488,33 @@ class A2AProtocol(AdapterProtocol):
 
     def request(self, method: str, params: Any, request_id: Any) -> dict[str, Any]:
         """A JSON-RPC request; ``method`` is a logical name (stream, get, cancel …) or literal."""
-        return {"jsonrpc": "2.0", "id": request_id, "method": METHODS[self.version].get(method, method),
-                "params": params}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": METHODS[self.version].get(method, method),
+            "params": params,
+        }
 
     # -- input ---------------------------------------------------------------
 
     def user_message(self, input: Any, ctx: EncodeContext) -> dict[str, Any]:
         """The A2A user message for ``input`` (a string or ``{text, messageId?,
         parts?, taskId?, contextId?, metadata?}``), in this version's shape."""
-        fields = input if isinstance(input, Mapping) else {"text": "" if input is None else str(input)}
+        fields = (
+            input if isinstance(input, Mapping) else {"text": "" if input is None else str(input)}
+        )
         v10 = self.version == "1.0"
         parts = fields.get("parts")
         if not isinstance(parts, list):
             text = str(fields.get("text", ""))
             parts = [{"text": text}] if v10 else [{"kind": "text", "text": text}]
         msg: dict[str, Any] = {} if v10 else {"kind": "message"}
-        msg.update(messageId=_str(fields.get("messageId")) or f"{ctx.run_id}:user",
-                   role="ROLE_USER" if v10 else "user", parts=parts,
-                   contextId=_str(fields.get("contextId")) or ctx.session_id)
+        msg.update(
+            messageId=_str(fields.get("messageId")) or f"{ctx.run_id}:user",
+            role="ROLE_USER" if v10 else "user",
+            parts=parts,
+            contextId=_str(fields.get("contextId")) or ctx.session_id,
+        )
         if _str(fields.get("taskId")):
             msg["taskId"] = fields["taskId"]
         if isinstance(fields.get("metadata"), Mapping):
@@ -491,7 +558,10 @@ class A2AProtocol(AdapterProtocol):
             run_id=task_id,
             session_id=_str(obj.get("contextId")),
             starts_run=st in ("submitted", "working"),
-            ends_response=kind == "message" or obj.get("final") is True or st in TERMINAL or st in INTERRUPTED,
+            ends_response=kind == "message"
+            or obj.get("final") is True
+            or st in TERMINAL
+            or st in INTERRUPTED,
         )
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
@@ -502,11 +572,20 @@ class A2AProtocol(AdapterProtocol):
             code, message = obj.get("code"), obj.get("message")
             if code is None:
                 return [FailedUpdate(freeze(obj))]  # the Core's to_run_error judges it (UNKNOWN)
-            return [FailedUpdate(RunError(str(code), message if isinstance(message, str) else "",
-                                          cause=freeze(obj["data"]) if obj.get("data") is not None else ABSENT))]
+            return [
+                FailedUpdate(
+                    RunError(
+                        str(code),
+                        message if isinstance(message, str) else "",
+                        cause=freeze(obj["data"]) if obj.get("data") is not None else ABSENT,
+                    )
+                )
+            ]
         context = _str(obj.get("contextId"))
         if self.check_context and context is not None and context != ctx.session_id:
-            raise ContextMismatch(f"A2A contextId {context!r} is not this session {ctx.session_id!r} (R11.5)")
+            raise ContextMismatch(
+                f"A2A contextId {context!r} is not this session {ctx.session_id!r} (R11.5)"
+            )
         book = ctx.state.get("book")
         if book is None:
             book = ctx.state["book"] = _Book()
@@ -516,7 +595,9 @@ class A2AProtocol(AdapterProtocol):
             return [*out, CompletedUpdate()]
         if kind == "artifact":
             if isinstance(obj.get("artifact"), Mapping):
-                book.artifact(obj.get("taskId"), obj["artifact"], obj.get("append") is True, ctx.run_id, out)
+                book.artifact(
+                    obj.get("taskId"), obj["artifact"], obj.get("append") is True, ctx.run_id, out
+                )
             return out
         status = obj.get("status")
         if kind == "task":

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from chatkit_trace.adapters import CompletedUpdate, DeltaUpdate, FailedUpdate, InterruptedUpdate, MessageUpdate
+from chatkit_trace.adapters import (
+    CompletedUpdate,
+    DeltaUpdate,
+    FailedUpdate,
+    InterruptedUpdate,
+    MessageUpdate,
+)
 from chatkit_trace.adapters.a2a import A2AProtocol, unwrap
 from chatkit_trace.core import RunError, ToolCallPart
 
@@ -40,8 +46,16 @@ def ids(values: list[Any]) -> tuple[str, list[str]]:
 def shape(messages) -> list[tuple[str, str, list[tuple[str, str, Any]]]]:
     out = []
     for m in messages:
-        parts = [(p.id, p.type, getattr(p, "text", None) if p.type in ("text", "reasoning") else p.to_json().get("data"))
-                 for p in m.parts]
+        parts = [
+            (
+                p.id,
+                p.type,
+                getattr(p, "text", None)
+                if p.type in ("text", "reasoning")
+                else p.to_json().get("data"),
+            )
+            for p in m.parts
+        ]
         out.append((m.id, m.role, parts))
     return out
 
@@ -74,10 +88,21 @@ def test_tool_of_the_a2a_peer_is_untyped_data(v: str, seed: int | None) -> None:
     task, (working, call, done) = ids(values)
     assert shape(rep.messages())[1:] == [
         (working, "assistant", [("text:0", "text", "Working on it...")]),
-        (call, "assistant", [("data:0", "data", {"toolCall": {"name": "get_weather", "args": {"city": "Paris"}}})]),
-        (f"artifact:{task}:tool-result-1", "assistant",
-         [("data:0", "data", {"city": "Paris", "condition": "sunny", "temperature_c": 22.0})]),
-        (f"artifact:{task}:answer", "assistant", [("text:0", "text", "It is sunny in Paris, 22 degrees C.")]),
+        (
+            call,
+            "assistant",
+            [("data:0", "data", {"toolCall": {"name": "get_weather", "args": {"city": "Paris"}}})],
+        ),
+        (
+            f"artifact:{task}:tool-result-1",
+            "assistant",
+            [("data:0", "data", {"city": "Paris", "condition": "sunny", "temperature_c": 22.0})],
+        ),
+        (
+            f"artifact:{task}:answer",
+            "assistant",
+            [("text:0", "text", "It is sunny in Paris, 22 degrees C.")],
+        ),
         (done, "assistant", [("text:0", "text", "Done.")]),
     ]
     # A2A has no tool call type: the peer's call is a data part, never a ToolCallPart
@@ -95,15 +120,25 @@ def test_adk_bridge_tool_call_and_thought(v: str, seed: int | None) -> None:
     task, (call_msg, response_msg, answer) = ids(values)
     got = {m.id: m for m in rep.messages()}
     reasoning, text, tool = got[call_msg].parts
-    assert (reasoning.type, reasoning.id, reasoning.text) == ("reasoning", "reasoning:0", "User wants weather; call the tool.")
+    assert (reasoning.type, reasoning.id, reasoning.text) == (
+        "reasoning",
+        "reasoning:0",
+        "User wants weather; call the tool.",
+    )
     assert (text.id, text.text) == ("text:1", "Let me check the weather.")
     assert isinstance(tool, ToolCallPart) and tool.id == f"tool:{tool.tool_call_id}"
-    assert (tool.tool_name, tool.args, tool.effective_status) == ("get_weather", {"city": "Paris"}, "completed")
+    assert (tool.tool_name, tool.args, tool.effective_status) == (
+        "get_weather",
+        {"city": "Paris"},
+        "completed",
+    )
     assert tool.result == {"condition": "sunny", "city": "Paris", "temperature_c": 22.0}
     assert response_msg not in got  # the function_response is shown as the call's result only
     # ADK sends the answer twice: as a status message and as an artifact (a real duplicate)
     arts = [m for m in got.values() if m.id.startswith(f"artifact:{task}:")]
-    assert len(arts) == 1 and arts[0].text == got[answer].text == "It is sunny in Paris, 22 degrees C."
+    assert (
+        len(arts) == 1 and arts[0].text == got[answer].text == "It is sunny in Paris, 22 degrees C."
+    )
     phases = [u.phase for ups in rep.updates for u in ups if type(u).__name__ == "PhaseUpdate"]
     assert phases == ["generating", "tool", "generating"]
     assert rep.violations == [] and rep.status == "completed"
@@ -113,13 +148,15 @@ def test_adk_bridge_tool_call_and_thought(v: str, seed: int | None) -> None:
 @pytest.mark.parametrize("seed", CUTS)
 def test_fail(v: str, code: str, seed: int | None) -> None:
     values, rep = run(v, "fail", seed)
-    task, (working, failure) = ids(values)
+    task, (_working, failure) = ids(values)
     assert shape(rep.messages())[2:] == [
         (f"artifact:{task}:answer", "assistant", [("text:0", "text", "Starting to answer...")]),
         (failure, "assistant", [("text:0", "text", "scripted failure: upstream unavailable")]),
     ]
     view = rep.core.snapshot.run(rep.run_id)
-    assert view.status == "failed" and view.error == RunError(code, "scripted failure: upstream unavailable")
+    assert view.status == "failed" and view.error == RunError(
+        code, "scripted failure: upstream unavailable"
+    )
     assert rep.violations == []
 
 
@@ -130,7 +167,10 @@ def test_crash_error_frame_is_a_failure(v: str, seed: int | None) -> None:
     assert values[-1].get("event") == ("error" if v == "v10" else None)  # v1.0 names the SSE event
     assert isinstance(rep.updates[-1][0], FailedUpdate)
     view = rep.core.snapshot.run(rep.run_id)
-    assert view.status == "failed" and (view.error.code, view.error.message) == ("-32603", "scripted executor crash")
+    assert view.status == "failed" and (view.error.code, view.error.message) == (
+        "-32603",
+        "scripted executor crash",
+    )
     assert rep.violations == []
 
 
@@ -143,7 +183,10 @@ def test_slow_cancel_main_and_resubscribe_streams_agree(v: str, seed: int | None
     assert rep.core.snapshot.message(art).text == "tick 0 tick 1 tick 2 "
     assert rep.core.snapshot.message(cancelled).text == "cancelled by request"
     view = rep.core.snapshot.run(rep.run_id)
-    assert (view.status, view.interrupt_reason) == ("interrupted", "canceled") and rep.violations == []
+    assert (view.status, view.interrupt_reason) == (
+        "interrupted",
+        "canceled",
+    ) and rep.violations == []
     # the resubscribe stream: a Task snapshot (ticks so far, merged into one segment), then live
     sub = events(load(f"{v}-slow_cancel.resubscribe.sse"))
     again = replay(sub, context_of(sub), run_id="resumed")
@@ -170,14 +213,20 @@ def test_cancel_message_after_an_acknowledged_stop_is_output_sealed(v: str) -> N
 @pytest.mark.parametrize("v", VERSIONS)
 def test_input_required_interrupts_the_run_and_the_follow_up_is_a_new_run(v: str) -> None:
     values, rep = run(v, "input", None)
-    task, (working, question) = ids(values)
+    task, (_working, question) = ids(values)
     view = rep.core.snapshot.run(rep.run_id)
     assert (view.status, view.interrupt_reason) == ("interrupted", "input-required")
     assert rep.core.snapshot.message(question).text == "Which city do you mean?"
     # turn 2: same taskId, no Task frame and no user echo: only the projection shows the input
     turn2 = events(load(f"{v}-input.stream_turn2.sse"))
     body = request(f"{v}-input.stream_turn2")
-    rep2 = replay(turn2, context_of(turn2), run_id="run-2", core=rep.core, input=A2AProtocol().decode_input(body))
+    rep2 = replay(
+        turn2,
+        context_of(turn2),
+        run_id="run-2",
+        core=rep.core,
+        input=A2AProtocol().decode_input(body),
+    )
     user2 = body["params"]["message"]["messageId"]
     assert rep2.core.snapshot.message(user2).text == "Paris" and rep2.status == "completed"
     assert rep2.core.snapshot.message(f"artifact:{task}:answer").text == "Thanks, noted: paris"

@@ -30,11 +30,25 @@ def script(kind: str) -> list[tuple[str, Any]]:
     """(state | "artifact", message parts | artifact chunk) after the Task frame."""
     working = ("working", [{"text": "Working on it..."}])
     if kind == "tool":
-        return [working,
-                ("working", [{"data": CALL, "metadata": {"adk_type": "function_call"}}]),
-                ("working", [{"data": {"id": "call-1", "name": "get_weather", "response": {"sky": "sunny"}},
-                              "metadata": {"adk_type": "function_response"}}]),
-                ("artifact", "It is sunny."), ("completed", [{"text": "Done."}])]
+        return [
+            working,
+            ("working", [{"data": CALL, "metadata": {"adk_type": "function_call"}}]),
+            (
+                "working",
+                [
+                    {
+                        "data": {
+                            "id": "call-1",
+                            "name": "get_weather",
+                            "response": {"sky": "sunny"},
+                        },
+                        "metadata": {"adk_type": "function_response"},
+                    }
+                ],
+            ),
+            ("artifact", "It is sunny."),
+            ("completed", [{"text": "Done."}]),
+        ]
     if kind == "fail":
         return [working, ("artifact", "Starting "), ("failed", [{"text": "upstream unavailable"}])]
     if kind == "slow":
@@ -64,7 +78,10 @@ class ScriptedA2A:
                 task["history"].append(task["status"]["message"])
             task["status"] = copy.deepcopy(obj["status"])
             if not self.v10:
-                obj.update(kind="status-update", final=obj["status"]["state"] in ("completed", "failed", "canceled"))
+                obj.update(
+                    kind="status-update",
+                    final=obj["status"]["state"] in ("completed", "failed", "canceled"),
+                )
             return {"statusUpdate": obj} if self.v10 else obj
         art, arts = obj["artifact"], task.setdefault("artifacts", [])
         old = next((a for a in arts if a["artifactId"] == art["artifactId"]), None)
@@ -81,31 +98,48 @@ class ScriptedA2A:
         if parts is not None:
             self.n += 1
             role = "ROLE_AGENT" if self.v10 else "agent"
-            msg = {"messageId": f"srv-{self.n}", "role": role, "parts": [self.part(p) for p in parts],
-                   "taskId": tid, "contextId": self.tasks[tid]["contextId"]}
+            msg = {
+                "messageId": f"srv-{self.n}",
+                "role": role,
+                "parts": [self.part(p) for p in parts],
+                "taskId": tid,
+                "contextId": self.tasks[tid]["contextId"],
+            }
             status["message"] = msg if self.v10 else {"kind": "message", **msg}
         return self.event(tid, "status", {"status": status})
 
     def sse(self, req_id: Any, result: dict[str, Any]) -> bytes:
-        return f"data: {json.dumps({'jsonrpc': '2.0', 'id': req_id, 'result': result})}\n\n".encode()
+        return (
+            f"data: {json.dumps({'jsonrpc': '2.0', 'id': req_id, 'result': result})}\n\n".encode()
+        )
 
     async def run(self, request: RunRequest) -> Response:
         body = request.body
         assert body["method"] == METHODS[self.version]["stream"]
         message = dict(body["params"]["message"], taskId=request.run_id)
         tid, cid = request.run_id, message["contextId"]
-        task = {"id": tid, "contextId": cid, "status": {"state": self.state("submitted")}, "history": [message]}
+        task = {
+            "id": tid,
+            "contextId": cid,
+            "status": {"state": self.state("submitted")},
+            "history": [message],
+        }
         self.tasks[tid] = task
         self.cancel[tid] = asyncio.Queue()
 
         async def stream() -> AsyncIterator[bytes]:
-            yield self.sse(body["id"], {"task": copy.deepcopy(task)} if self.v10 else {"kind": "task", **task})
+            yield self.sse(
+                body["id"], {"task": copy.deepcopy(task)} if self.v10 else {"kind": "task", **task}
+            )
             chunks = 0
             for what, payload in script(self.kind):
                 await asyncio.sleep(0)
                 if what == "artifact":
                     art = {"artifactId": "answer", "parts": [self.part({"text": payload})]}
-                    yield self.sse(body["id"], self.event(tid, "artifact", {"artifact": art, "append": chunks > 0}))
+                    yield self.sse(
+                        body["id"],
+                        self.event(tid, "artifact", {"artifact": art, "append": chunks > 0}),
+                    )
                     chunks += 1
                 else:
                     yield self.sse(body["id"], self.status(tid, what, payload))
@@ -116,15 +150,23 @@ class ScriptedA2A:
 
     async def abort(self, request: AbortRequestArgs) -> Response:
         tid = request.run_id
-        await self.cancel[tid].put(self.sse("req-slow", self.status(tid, "canceled", [{"text": "cancelled by request"}])))
+        await self.cancel[tid].put(
+            self.sse("req-slow", self.status(tid, "canceled", [{"text": "cancelled by request"}]))
+        )
         for _ in range(5):
             await asyncio.sleep(0)  # the open stream gets the canceled update before the answer
-        return Response(200, json.dumps({"jsonrpc": "2.0", "id": "c", "result": self.tasks[tid]}).encode())
+        return Response(
+            200, json.dumps({"jsonrpc": "2.0", "id": "c", "result": self.tasks[tid]}).encode()
+        )
 
     async def history(self, request: HistoryRequestArgs) -> Response:
         mine = [t for t in self.tasks.values() if t["contextId"] == request.session_id]
         if self.v10:  # ListTasks: newest first
-            value: Any = {"jsonrpc": "2.0", "id": "h", "result": {"tasks": mine[::-1], "nextPageToken": ""}}
+            value: Any = {
+                "jsonrpc": "2.0",
+                "id": "h",
+                "result": {"tasks": mine[::-1], "nextPageToken": ""},
+            }
         else:  # v0.3 has no ListTasks: one tasks/get per task of the session
             value = [{"jsonrpc": "2.0", "id": f"h{i}", "result": t} for i, t in enumerate(mine)]
         return Response(200, json.dumps(value).encode(), {"content-type": "application/json"})
@@ -133,10 +175,13 @@ class ScriptedA2A:
 def harness(version: str) -> ConformanceHarness:
     def make(kind: str):
         server = ScriptedA2A(kind, version)
-        return create_adapter(A2AProtocol(version), run=server.run, abort=server.abort, history=server.history)
+        return create_adapter(
+            A2AProtocol(version), run=server.run, abort=server.abort, history=server.history
+        )
 
-    return ConformanceHarness(create_adapter=make, make_input=lambda text: {"text": text},
-                              capabilities={"history": True})
+    return ConformanceHarness(
+        create_adapter=make, make_input=lambda text: {"text": text}, capabilities={"history": True}
+    )
 
 
 run_adapter_conformance("a2a", harness("1.0"))

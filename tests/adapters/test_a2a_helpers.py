@@ -73,8 +73,11 @@ class Replayed:
 
     @property
     def violations(self) -> list[str]:
-        return [f"{type(f).__name__} {r.reason} {r.detail}" for f, r in self.log
-                if not r.accepted and str(r.reason) not in IDEMPOTENT]
+        return [
+            f"{type(f).__name__} {r.reason} {r.detail}"
+            for f, r in self.log
+            if not r.accepted and str(r.reason) not in IDEMPOTENT
+        ]
 
     def rejected(self, reason: str) -> list[Fact]:
         return [f for f, r in self.log if str(r.reason) == reason]
@@ -90,8 +93,16 @@ class Replayed:
         return {m.id: m for m in self.core.snapshot.messages if m.role == "assistant"}
 
 
-def replay(values: list[Any], session_id: str, *, run_id: str = "run-1", input: Any = None,
-           core: ChatCore | None = None, version: str = "1.0", stop: bool = True) -> Replayed:
+def replay(
+    values: list[Any],
+    session_id: str,
+    *,
+    run_id: str = "run-1",
+    input: Any = None,
+    core: ChatCore | None = None,
+    version: str = "1.0",
+    stop: bool = True,
+) -> Replayed:
     """One direct run stream through SessionDecoder and a ChatCore, the way the
     UI reads it: the reader stops at the first terminal (R2.5a); later frames
     are still decoded (``after``) to check they carry no output."""

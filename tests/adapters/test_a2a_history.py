@@ -32,11 +32,15 @@ def assert_isomorphic(live, hist) -> None:
 @pytest.mark.parametrize("v", VERSIONS)
 @pytest.mark.parametrize("scenario", ["text", "tool", "fail", "crash", "slow_cancel"])
 def test_history_equals_live(v: str, scenario: str) -> None:
-    rep, hist = live_and_history(f"{v}-{scenario}", f"{v}-{scenario}.history.json", f"{v}-{scenario}.stream")
+    rep, hist = live_and_history(
+        f"{v}-{scenario}", f"{v}-{scenario}.history.json", f"{v}-{scenario}.stream"
+    )
     assert_isomorphic(rep.messages(), hist.messages)
     (snap,) = hist.run_snapshots
     task = hist.messages[0].run_id
-    assert snap.id == task and all(m.run_id == task for m in hist.messages)  # history's run id is the taskId
+    assert snap.id == task and all(
+        m.run_id == task for m in hist.messages
+    )  # history's run id is the taskId
     assert hist.active_run is None and not hist.has_more
 
 
@@ -50,11 +54,15 @@ def test_adk_bridge_history_equals_live(v: str) -> None:
 def test_run_snapshots_from_task_status(v: str) -> None:
     def snap(name: str):
         values = events(load(f"{v}-{name}.stream.sse"))
-        return A2AProtocol().decode_history(load_json(f"{v}-{name}.history.json"), context_of(values))
+        return A2AProtocol().decode_history(
+            load_json(f"{v}-{name}.history.json"), context_of(values)
+        )
 
     assert snap("text").run_snapshots[0].status == "completed"
     fail = snap("fail")
-    assert fail.run_snapshots[0].error == RunError(FAILED[v], "scripted failure: upstream unavailable")
+    assert fail.run_snapshots[0].error == RunError(
+        FAILED[v], "scripted failure: upstream unavailable"
+    )
     assert fail.session.status == "error"
     cancel = snap("slow_cancel").run_snapshots[0]
     assert (cancel.status, cancel.interrupt_reason) == ("interrupted", "canceled")
@@ -78,9 +86,17 @@ def test_input_required_task_spans_two_live_runs_but_one_history_run(v: str) -> 
     rep = replay(values, sid, input=proto.decode_input(request(f"{v}-input.stream")))
     turn1 = proto.decode_history(load_json(f"{v}-input.history_turn1.json"), sid)
     assert_isomorphic(rep.messages(), turn1.messages)
-    assert (turn1.run_snapshots[0].status, turn1.run_snapshots[0].interrupt_reason) == ("interrupted", "input-required")
-    rep2 = replay(events(load(f"{v}-input.stream_turn2.sse")), sid, run_id="run-2", core=rep.core,
-                  input=proto.decode_input(request(f"{v}-input.stream_turn2")))
+    assert (turn1.run_snapshots[0].status, turn1.run_snapshots[0].interrupt_reason) == (
+        "interrupted",
+        "input-required",
+    )
+    rep2 = replay(
+        events(load(f"{v}-input.stream_turn2.sse")),
+        sid,
+        run_id="run-2",
+        core=rep.core,
+        input=proto.decode_input(request(f"{v}-input.stream_turn2")),
+    )
     final = proto.decode_history(load_json(f"{v}-input.history.json"), sid)
     assert_isomorphic(rep2.messages(), final.messages)
     # live: two runs (interrupted, completed); history: one task, one run snapshot
@@ -109,7 +125,9 @@ def test_active_task_other_contexts_and_errors() -> None:
     assert hist.session.status == "running"
     assert A2AProtocol().decode_history(value, "another-session").messages == ()
     with pytest.raises(HistoryFormatError, match="-32001"):
-        A2AProtocol().decode_history({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Task not found"}}, sid)
+        A2AProtocol().decode_history(
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Task not found"}}, sid
+        )
     with pytest.raises(HistoryFormatError):
         A2AProtocol().decode_history("nope", sid)
 
@@ -119,7 +137,14 @@ def test_decode_status_reads_cancel_and_get_answers() -> None:
     for v in VERSIONS:
         snap = proto.decode_status(load_json(f"{v}-slow_cancel.cancel.json"), "s", "run-7")
         assert (snap.id, snap.status, snap.interrupt_reason) == ("run-7", "interrupted", "canceled")
-        assert proto.decode_status(load_json(f"{v}-crash.history.json"), "s", "r").status == "failed"
+        assert (
+            proto.decode_status(load_json(f"{v}-crash.history.json"), "s", "r").status == "failed"
+        )
     working = {"result": {"id": "t", "status": {"state": "working"}}}
     assert proto.decode_status(working, "s", "r") is None
-    assert proto.decode_status({"error": {"code": -32002, "message": "Task cannot be canceled"}}, "s", "r") is None
+    assert (
+        proto.decode_status(
+            {"error": {"code": -32002, "message": "Task cannot be canceled"}}, "s", "r"
+        )
+        is None
+    )

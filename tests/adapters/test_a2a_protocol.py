@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from chatkit_trace.adapters import DecodeContext, EncodeContext, FailedUpdate, create_adapter, load_protocol
+from chatkit_trace.adapters import (
+    DecodeContext,
+    EncodeContext,
+    FailedUpdate,
+    create_adapter,
+    load_protocol,
+)
 from chatkit_trace.adapters.a2a import A2AProtocol, ContextMismatch, state_name
 from chatkit_trace.core import ChatCore, RunError, TextPart, freeze
 from chatkit_trace.wire import DONE
@@ -21,7 +27,10 @@ def test_registry_name() -> None:
         A2AProtocol("2.0")
 
 
-@pytest.mark.parametrize("version,method,role", [("1.0", "SendStreamingMessage", "ROLE_USER"), ("0.3", "message/stream", "user")])
+@pytest.mark.parametrize(
+    "version,method,role",
+    [("1.0", "SendStreamingMessage", "ROLE_USER"), ("0.3", "message/stream", "user")],
+)
 def test_encode_project_decode_input_round_trip(version: str, method: str, role: str) -> None:
     proto = A2AProtocol(version)
     body = proto.encode_input("hello", CTX)
@@ -31,18 +40,32 @@ def test_encode_project_decode_input_round_trip(version: str, method: str, role:
     assert (msg["messageId"], msg["role"], msg["contextId"]) == ("run-1:user", role, "sess-1")
     assert ("kind" in msg) == (version == "0.3")
     (user,) = proto.project_input("hello", CTX)
-    assert (user.id, user.role, user.parts, user.run_id) == ("run-1:user", "user", (TextPart("text:0", "hello"),), "run-1")
+    assert (user.id, user.role, user.parts, user.run_id) == (
+        "run-1:user",
+        "user",
+        (TextPart("text:0", "hello"),),
+        "run-1",
+    )
     back = proto.decode_input(body)
-    assert back["text"] == "hello" and back["messageId"] == "run-1:user" and back["contextId"] == "sess-1"
+    assert (
+        back["text"] == "hello"
+        and back["messageId"] == "run-1:user"
+        and back["contextId"] == "sess-1"
+    )
     assert proto.encode_input(back, CTX) == body  # decode_input inverts encode_input
     assert proto.headers == ({"A2A-Version": "1.0"} if version == "1.0" else {})
 
 
 def test_input_fields_and_other_requests() -> None:
     proto = A2AProtocol()
-    msg = proto.user_message({"text": "Paris", "messageId": "m-2", "taskId": "t-1", "metadata": {"a": 1}}, CTX)
+    msg = proto.user_message(
+        {"text": "Paris", "messageId": "m-2", "taskId": "t-1", "metadata": {"a": 1}}, CTX
+    )
     assert (msg["messageId"], msg["taskId"], msg["metadata"]) == ("m-2", "t-1", {"a": 1})
-    assert proto.decode_input(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}') is None
+    assert (
+        proto.decode_input(b'{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}')
+        is None
+    )
     assert proto.decode_input(b"not json") is None
     assert proto.request("cancel", {"id": "t"}, 5)["method"] == "CancelTask"
     assert A2AProtocol("0.3").request("get", {"id": "t"}, 5)["method"] == "tasks/get"
@@ -53,7 +76,9 @@ def test_recorded_request_projects_the_echoed_user_message(v: str) -> None:
     values = events(load(f"{v}-text.stream.sse"))
     proto = A2AProtocol()
     sid = context_of(values)
-    (projected,) = proto.project_input(proto.decode_input(request(f"{v}-text.stream")), EncodeContext(sid, "run-1"))
+    (projected,) = proto.project_input(
+        proto.decode_input(request(f"{v}-text.stream")), EncodeContext(sid, "run-1")
+    )
     echoed = proto.decode_event(values[0], DecodeContext(sid, "run-1"))[0].message
     assert echoed == projected
 
@@ -76,8 +101,17 @@ def test_identify_event(v: str) -> None:
 
 
 def test_final_alone_is_never_a_conclusion() -> None:
-    event = {"jsonrpc": "2.0", "id": 1, "result": {"kind": "status-update", "taskId": "t", "contextId": "s",
-                                                   "final": True, "status": {"state": "working"}}}
+    event = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "kind": "status-update",
+            "taskId": "t",
+            "contextId": "s",
+            "final": True,
+            "status": {"state": "working"},
+        },
+    }
     proto = A2AProtocol()
     assert proto.identify_event(event).ends_response
     assert [u.type for u in proto.decode_event(event, DecodeContext("s", "r"))] == ["phase"]
@@ -99,11 +133,33 @@ def test_context_mismatch_is_not_admitted() -> None:
 
 def test_odd_frames() -> None:
     proto, ctx = A2AProtocol(), DecodeContext("s", "r")
-    for event in (DONE, None, 3, "x", [], {}, {"result": None}, {"result": {"kind": "nope"}}, {"jsonrpc": "2.0"}):
+    for event in (
+        DONE,
+        None,
+        3,
+        "x",
+        [],
+        {},
+        {"result": None},
+        {"result": {"kind": "nope"}},
+        {"jsonrpc": "2.0"},
+    ):
         assert proto.decode_event(event, ctx) == []
-    (failed,) = proto.decode_event({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Task not found",
-                                                                          "data": [{"reason": "TASK_NOT_FOUND"}]}}, ctx)
-    assert failed.error == RunError("-32001", "Task not found", cause=freeze([{"reason": "TASK_NOT_FOUND"}]))
+    (failed,) = proto.decode_event(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {
+                "code": -32001,
+                "message": "Task not found",
+                "data": [{"reason": "TASK_NOT_FOUND"}],
+            },
+        },
+        ctx,
+    )
+    assert failed.error == RunError(
+        "-32001", "Task not found", cause=freeze([{"reason": "TASK_NOT_FOUND"}])
+    )
     (raw,) = proto.decode_event({"error": {"message": "no code"}}, ctx)
     assert isinstance(raw, FailedUpdate) and not isinstance(raw.error, RunError)
     core = ChatCore("s", capabilities={"abort"})
@@ -112,13 +168,19 @@ def test_odd_frames() -> None:
     core.dispatch_settled("r", True)
     from chatkit_trace.core import FailedFact
 
-    assert core.admit(FailedFact(session_id="s", run_id="r", event_id="e", error=raw.error)).accepted
-    assert core.snapshot.run("r").error.code == "UNKNOWN"  # the Core's to_run_error, not the adapter, judges
+    assert core.admit(
+        FailedFact(session_id="s", run_id="r", event_id="e", error=raw.error)
+    ).accepted
+    assert (
+        core.snapshot.run("r").error.code == "UNKNOWN"
+    )  # the Core's to_run_error, not the adapter, judges
 
 
 def test_state_names() -> None:
-    assert [state_name(s) for s in ("TASK_STATE_INPUT_REQUIRED", "input-required", "canceled", "cancelled", "", None)] == [
-        "input-required", "input-required", "canceled", "canceled", None, None]
+    assert [
+        state_name(s)
+        for s in ("TASK_STATE_INPUT_REQUIRED", "input-required", "canceled", "cancelled", "", None)
+    ] == ["input-required", "input-required", "canceled", "canceled", None, None]
 
 
 def test_artifact_replace_and_append_to_unknown() -> None:
@@ -130,7 +192,9 @@ def test_artifact_replace_and_append_to_unknown() -> None:
             body["append"] = append
         return {"result": {"artifactUpdate": body}}
 
-    (first,) = proto.decode_event(art([{"text": "x"}], append=True), ctx)  # unknown artifact: starts it
+    (first,) = proto.decode_event(
+        art([{"text": "x"}], append=True), ctx
+    )  # unknown artifact: starts it
     assert first.message.parts == (TextPart("text:0", "x"),)
     (mixed,) = proto.decode_event(art([{"data": {"k": 1}}, {"text": "y"}], append=True), ctx)
     assert [p.id for p in mixed.message.parts] == ["text:0", "data:1", "text:2"]
