@@ -19,6 +19,12 @@ from .core import ChatkitTraceError
 COMMANDS: dict[str, str] = {
     "admit": "chatkit_trace.admit",
     "demo": "chatkit_trace.demo",
+    "record": "chatkit_trace.recordcmd",
+    "addon-path": "chatkit_trace.recordcmd_path",
+    "check": "chatkit_trace.checkcmd",
+    "runs": "chatkit_trace.runscmd",
+    "diff": "chatkit_trace.diffcmd",
+    "redecode": "chatkit_trace.redecodecmd",
 }
 
 

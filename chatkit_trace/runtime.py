@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -177,7 +178,8 @@ class ChatRuntime:
                 self._spawn(self._resume(req))
 
     def new_run_id(self) -> str:
-        return f"{self.session_id}:run-{next(self._runs)}"
+        """A fresh local run id (chatkit mints run ids on the client)."""
+        return f"run-{next(self._runs)}-{uuid.uuid4().hex[:12]}"
 
     def _projection(self, input: Any, run_id: str) -> list[Any]:
         return self.decoder.project(input, run_id, tuple(self.core.snapshot.messages))
@@ -349,6 +351,12 @@ class ChatRuntime:
             view = self.core.run_view(run_id)
             if view is not None and not view.terminal:
                 self.core.observe_connection(run_id=run_id, state="disconnected")
+                # R3.4: with history, recovery is attempted (never an invented outcome).
+                if "history" in self.adapter.functions:
+                    try:
+                        await self.refresh_history()
+                    except Exception as err:  # noqa: BLE001
+                        self._error("history", err)
         self._pump()
 
     async def _abort(self, req: AbortRequest) -> None:

@@ -1,0 +1,89 @@
+"""``chatkit-trace runs TRACE``: a table of sessions and runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("runs", help="table of sessions and runs: status, origin, duration, frames, rejections, findings")
+    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("--profile", help="adapter/profile (default: the recorded one)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(run=run)
+
+
+def collect(path: str, profile: str | None = None) -> list[dict]:
+    from .analyze import analyze_replay
+    from .loading import open_trace
+    from .pipeline import replay
+
+    loaded = open_trace(path, profile=profile)
+    try:
+        exchanges = loaded.exchanges()
+        rep = replay(exchanges, loaded.adapter, capabilities=loaded.capabilities)
+        findings = analyze_replay(rep, exchanges, loaded.adapter)
+    finally:
+        loaded.close()
+    by_run: dict[tuple, Counter] = defaultdict(Counter)
+    for f in findings:
+        by_run[(f.session_id, f.run_id)][f.severity] += 1
+    frames: Counter = Counter()
+    times: dict[tuple, list[float]] = defaultdict(list)
+    for fr in rep.frames:
+        frames[(fr.session_id, fr.run_id)] += 1
+        times[(fr.session_id, fr.run_id)].append(fr.at)
+    rejected: Counter = Counter()
+    for rec in rep.facts:
+        if rec.result.violation:
+            rejected[(rec.fact.session_id, rec.fact.run_id)] += 1
+    rows = []
+    for sid, s in rep.sessions.items():
+        for view in s.core.snapshot.runs:
+            key = (sid, view.id)
+            status = view.status
+            if status == "running":
+                status = "outcome unknown" if view.connection == "disconnected" else "running"
+            t = times.get(key, [])
+            rows.append(
+                {
+                    "session": sid,
+                    "run": view.id,
+                    "status": status,
+                    "origin": view.origin,
+                    "connection": view.connection,
+                    "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
+                    "frames": frames.get(key, 0),
+                    "rejected": rejected.get(key, 0),
+                    "errors": by_run[key].get("error", 0),
+                    "warnings": by_run[key].get("warning", 0),
+                    "infos": by_run[key].get("info", 0),
+                }
+            )
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = collect(args.trace, args.profile)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"runs in {args.trace}")
+    for col in ("session", "run", "status", "origin", "connection", "duration", "frames", "rejected", "findings"):
+        table.add_column(col, justify="right" if col in ("duration", "frames", "rejected") else "left")
+    colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta"}
+    for r in rows:
+        c = colors.get(r["status"], "")
+        findings = " ".join(f"{n}{k[0]}" for k, n in (("error", r["errors"]), ("warning", r["warnings"]), ("info", r["infos"])) if n) or "-"
+        table.add_row(
+            r["session"], r["run"], f"[{c}]{r['status']}[/{c}]" if c else r["status"], r["origin"], r["connection"],
+            f"{r['duration_s']:.2f}s", str(r["frames"]), str(r["rejected"]), findings,
+        )
+    Console(file=sys.stdout).print(table)
+    return 0

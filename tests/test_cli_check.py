@@ -1,0 +1,124 @@
+"""``check``, ``runs``, ``diff`` and ``redecode`` on real trace files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from chatkit_trace.cli import main
+from chatkit_trace.store import TraceStore
+
+from .analyze.corpus import CORPUS, load_case
+
+
+def trace_from_case(tmp_path: Path, name: str) -> Path:
+    case, exchanges, _ = load_case(CORPUS / f"{name}.json")
+    path = tmp_path / f"{name}.db"
+    with TraceStore(path, create=True) as store:
+        store.set_meta("protocol", case.get("protocol", "myproto"))
+        store.set_meta("capabilities", ["abort", "history", "resume", "subscribe", "regenerate", "edit"])
+        for ex in exchanges:
+            store.add_exchange(ex)
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chatkit_trace.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_check_json_exit_codes_and_fields(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK101-direct")
+    assert main(["check", str(bad), "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in out["findings"]] == ["CK101"]
+    assert set(out["findings"][0]) == {"code", "severity", "rule", "session_id", "run_id", "frames", "fingerprint", "message", "detail"}
+    assert out["summary"]["error"] == 1 and out["summary"]["total"] == 1
+    clean = trace_from_case(tmp_path, "clean-myproto")
+    assert main(["check", str(clean), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_fail_on_select_ignore(tmp_path, capsys):
+    warn = trace_from_case(tmp_path, "CK102")  # a warning only
+    assert main(["check", str(warn)]) == 0
+    assert main(["check", str(warn), "--fail-on", "warning"]) == 1
+    assert main(["check", str(warn), "--fail-on", "warning", "--ignore", "CK1"]) == 0
+    assert main(["check", str(warn), "--fail-on", "warning", "--select", "CK2"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(warn), "--select", "CK9"]) == 2
+    assert "unknown finding code" in capsys.readouterr().err
+
+
+def test_baseline_accepts_known_findings_only(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK101-direct")
+    baseline = tmp_path / "baseline.json"
+    assert main(["check", str(bad), "--write-baseline", str(baseline)]) == 0
+    assert main(["check", str(bad), "--baseline", str(baseline)]) == 0
+    assert "1 in the baseline" in capsys.readouterr().out
+    other = trace_from_case(tmp_path, "CK105")
+    assert main(["check", str(other), "--baseline", str(baseline)]) == 1
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    assert main(["check", str(bad), "--baseline", str(tmp_path / "junk.json")]) == 2
+
+
+def test_junit_has_one_failed_case_per_finding(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK404")
+    assert main(["check", str(bad), "--format", "junit", "--fail-on", "never"]) == 0
+    root = ET.fromstring(capsys.readouterr().out.split("\n", 1)[1])
+    cases = root.findall(".//testcase")
+    assert len(cases) == 3 and all(c.find("failure") is not None for c in cases)
+    assert {c.find("failure").get("type").split()[0] for c in cases} == {"CK404", "CK103", "CK403"}
+
+
+def test_text_groups_by_run_and_names_rule_and_frames(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK201")
+    assert main(["check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "session s1  run r1" in out and "CK201" in out and "(R8.4)" in out and "frames 1" in out
+    assert out.index("CK201") < out.index("CK202")
+
+
+def test_check_writes_findings_back_and_redecode(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK101-direct")
+    main(["check", str(bad)])
+    with TraceStore(bad, readonly=True) as store:
+        assert [r["code"] for r in store.rows("findings")] == ["CK101"]
+        assert store.db["facts"].count > 0
+    assert main(["redecode", str(bad)]) == 0
+    assert "1 finding(s)" in capsys.readouterr().out
+
+
+def test_runs_and_diff(tmp_path, capsys):
+    path = trace_from_case(tmp_path, "CK201")
+    assert main(["runs", str(path), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "connected",
+                     "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
+    assert main(["diff", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "assistant:r1" in out and "msg_8f2c" in out and "differs" in out
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [(b"garbage" * 50, "not a SQLite database"), (None, "no such file")],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, content, fragment):
+    path = tmp_path / "t.db"
+    if content is not None:
+        path.write_bytes(content)
+    proc = cli("check", str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert fragment in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_trace_without_protocol_asks_for_profile(tmp_path):
+    path = tmp_path / "t.db"
+    TraceStore(path, create=True).close()
+    proc = cli("check", str(path))
+    assert proc.returncode == 2 and "--profile" in proc.stderr
