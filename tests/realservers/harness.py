@@ -37,7 +37,10 @@ Every server object has ``base_url`` (``http://127.0.0.1:PORT``), ``port``,
 ``request(method, path, body=None, headers=None, timeout=30)`` and
 ``stream(method, path, body=None, headers=None, max_events=None, timeout=60)``
 (both -> ``RawResponse``) and ``open_stream(...)`` (-> ``Stream``, read it
-incrementally while you do other calls).  ``body`` may be bytes, str, or any
+incrementally while you do other calls: ``st.read(max_events=N, timeout=T)``
+returns when N events are in, the body ended, or T passed - without closing;
+``st.events``, ``st.done``, ``st.body``; ``st.read_all(T)`` / ``st.close()``
+-> ``RawResponse``).  ``body`` may be bytes, str, or any
 JSON value (encoded compactly).  Auth headers are added for hermes/litellm.
 
 Raw results
@@ -46,8 +49,10 @@ Raw results
 (after HTTP de-chunking, no decompression is asked for): ``method, url,
 request_headers, request_body, status, reason, http_version, headers`` (list of
 (name, value) in arrival order), ``body`` (bytes), ``elapsed`` (s),
-``ended_by`` ("server": the server ended the body; "client": we closed it
-early, e.g. after ``max_events``; "timeout"; "error: ..."), and helpers
+``ended_by`` ("server": the body ended per its framing; "eof": the server
+closed the connection before its framing said the body was complete;
+"client": we closed it on purpose, e.g. after ``max_events``; "timeout":
+still open when the time ran out, then closed; "error: ..."), and helpers
 ``header(name)``, ``json()``, ``sse()`` (list of ``SSEEvent(event, data, id,
 raw)``, WHATWG parsing), ``sse_json()`` (JSON of every data field that is
 JSON, e.g. skipping ``[DONE]``), ``sse_comments()``, ``head_text()``
@@ -121,13 +126,24 @@ Responses API bridged onto chat completions):
   "tool": ``turn1``, ``turn2`` (the OpenAI tool loop); "responses_text",
   "responses_tool", "responses_reasoning", "responses_midstream": ``stream``.
 
-Example::
+Use from tests
+--------------
+Tests under ``tests/realservers/`` get session-scoped fixtures from its
+conftest.py (``adk_peer``, ``adk_bridge_peer``, ``a2a_peer``, ``hermes_peer``,
+``openai_peer``: one server each per test session, started on first use) and
+import this module relatively.  Mark them ``@pytest.mark.realserver``::
 
-    from tests.realservers.harness import adk_server
-    with adk_server() as srv:
-        ex = srv.scenario("text_tool")
-        frames = ex["stream"].sse_json()
+    from .harness import A2A_VERSIONS
+
+    @pytest.mark.realserver
+    def test_adk_decodes(adk_peer):
+        ex = adk_peer.scenario("text_tool")
+        frames = ex["stream"].sse_json()      # or ex["stream"].body (raw bytes)
         history = ex["history"].json()
+
+Outside pytest (scripts), put ``tests/`` on sys.path and ``from
+realservers.harness import adk_server``; ``with adk_server() as srv: ...``
+(see recordings/captures/make_captures.py).
 """
 
 from __future__ import annotations

@@ -7,15 +7,25 @@ cleanup and the SSE splitter.  The realserver-marked ones start the a2a peer
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from . import harness
-from .harness import PeerStartError, a2a_server, adk_server, parse_sse, peer_env
+from .harness import (
+    PeerStartError,
+    Stream,
+    a2a_server,
+    adk_server,
+    http_request,
+    parse_sse,
+    peer_env,
+)
 
 
 def _fake_env(home: Path, name: str, python_script: str) -> Path:
@@ -110,3 +120,68 @@ def test_nothing_written_into_the_repo(a2a_peer, adk_peer):
                      if p.name in ("__pycache__", ".adk", ".run", ".hermes")]
         assert leftovers == [], leftovers
     assert adk_peer.workdir.is_dir() and a2a_peer.workdir.is_dir()
+
+
+# --- the HTTP reader, against fake_llm.py (stdlib only, so no peer env needed)
+@pytest.fixture
+def fake_llm(tmp_path):
+    port = harness.free_port()
+    argv = [sys.executable, str(harness.PEERS_DIR / "openai" / "fake_llm.py"), "--port", str(port),
+            "--slow-count", "6", "--slow-interval", "0.3"]
+    proc = harness.PeerProcess("fake_llm", argv, env=harness.offline_env(tmp_path), cwd=tmp_path,
+                               log=tmp_path / "fake_llm.log")
+    try:
+        harness._wait_ready([proc], f"http://127.0.0.1:{port}/health", 20)
+        yield f"http://127.0.0.1:{port}/v1/chat/completions"
+    finally:
+        proc.stop()
+
+
+def _chat(scenario: str) -> dict:
+    return {"model": "m", "stream": True, "messages": [
+        {"role": "user", "content": f"hi scenario:{scenario}"}]}
+
+
+def test_http_chunked_sse_read_to_end(fake_llm):
+    r = http_request("POST", fake_llm, _chat("text"))
+    assert r.status == 200 and r.is_sse and r.ended_by == "server"
+    assert r.header("transfer-encoding") == "chunked"
+    assert r.sse()[-1].data == "[DONE]"
+    assert r.body.startswith(b"data: {")  # de-chunked: no chunk-size lines
+    text = "".join(c["choices"][0]["delta"].get("content") or ""
+                   for c in r.sse_json() if c.get("choices"))
+    assert text == "Hello from the fake model."
+
+
+def test_http_midstream_error_ends_cleanly(fake_llm):
+    r = http_request("POST", fake_llm, _chat("midstream"))
+    assert r.ended_by == "server"
+    assert "error" in r.sse_json()[-1]
+
+
+def test_http_json_error_with_content_length(fake_llm):
+    r = http_request("POST", fake_llm, _chat("http400"))
+    assert r.status == 400 and r.ended_by == "server"
+    assert r.json()["error"]["code"] == "fake_http400"
+    assert r.head_text().startswith("HTTP/1.1 400 ")
+
+
+def test_stream_waiting_does_not_close(fake_llm):
+    with Stream("POST", fake_llm, body=_chat("slow"), timeout=10) as st:
+        st.read(max_events=2, timeout=10)
+        assert st.events >= 2 and not st.done
+        st.read(timeout=0.01)  # nothing new in time: still open
+        assert not st.done
+        r = st.read_all(timeout=15)
+    assert r.ended_by == "server"
+    ticks = [c["choices"][0]["delta"].get("content") for c in r.sse_json() if c.get("choices")]
+    assert [t for t in ticks if t and t.startswith("tick")] == [f"tick{i} " for i in range(6)]
+    assert json.loads(r.request_body)["stream"] is True
+    assert r.request_headers["Content-Type"] == "application/json"
+
+
+def test_max_events_and_timeout_close_from_client(fake_llm):
+    capped = http_request("POST", fake_llm, _chat("slow"), max_events=2, timeout=10)
+    assert capped.ended_by == "client" and len(capped.sse()) >= 2
+    late = http_request("POST", fake_llm, _chat("slow"), timeout=0.5)
+    assert late.ended_by == "timeout" and late.status == 200
