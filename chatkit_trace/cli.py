@@ -42,8 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chatkit-trace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS.items():
-        importlib.import_module(module).add_parser(sub)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as err:  # a broken install: say so when the command is used
+            p = sub.add_parser(name, help=f"(unavailable: {err})")
+            p.set_defaults(run=_unavailable(name, err))
+            continue
+        mod.add_parser(sub)
     return parser
+
+
+def _unavailable(name: str, err: ImportError):  # type: ignore[no-untyped-def]
+    def run(args: argparse.Namespace) -> int:
+        raise UsageError(f"this installation cannot run {name!r}: {err}")
+
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
