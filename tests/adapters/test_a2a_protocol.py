@@ -201,3 +201,56 @@ def test_artifact_replace_and_append_to_unknown() -> None:
     (replaced,) = proto.decode_event(art([{"text": "new"}]), ctx)  # append false: replaces whole
     assert replaced.message.parts == (TextPart("text:0", "new"),)
     assert proto.decode_event(art([{"text": ""}], append=True), ctx) == []  # nothing grew
+
+
+def test_message_only_reply_and_file_parts() -> None:
+    """A Message result ends a message-only exchange (the SDK finishes it like a
+    terminal state); file parts of either version become MediaParts."""
+    proto, ctx = A2AProtocol(), DecodeContext("s", "r")
+    parts = [
+        {
+            "kind": "file",
+            "file": {"uri": "https://x/a.png", "mimeType": "image/png", "name": "a.png"},
+        },
+        {"url": "https://x/b.pdf", "mediaType": "application/pdf", "filename": "b.pdf"},
+        {"raw": "aGk=", "mediaType": "text/plain"},
+    ]
+    reply = {"result": {"message": {"messageId": "m9", "role": "ROLE_AGENT", "parts": parts}}}
+    message, done = proto.decode_event(reply, ctx)
+    assert done.type == "completed" and proto.identify_event(reply) is None  # no taskId
+    got = [
+        (p.id, p.mime_type, p.to_json()["source"], p.to_json().get("name"))
+        for p in message.message.parts
+    ]
+    assert got == [
+        ("file:0", "image/png", {"url": "https://x/a.png"}, "a.png"),
+        ("file:1", "application/pdf", {"url": "https://x/b.pdf"}, "b.pdf"),
+        ("file:2", "text/plain", {"data": "aGk="}, None),
+    ]
+    with_task = {
+        "result": {"message": {"messageId": "m9", "taskId": "t", "contextId": "s", "parts": []}}
+    }
+    assert proto.identify_event(with_task).ends_response
+
+
+@pytest.mark.parametrize(
+    "state,outcome",
+    [
+        (
+            "TASK_STATE_REJECTED",
+            ("failed", RunError("TASK_STATE_REJECTED", "the agent rejected the task")),
+        ),
+        ("rejected", ("failed", RunError("rejected", "the agent rejected the task"))),
+        ("TASK_STATE_AUTH_REQUIRED", ("interrupted", "auth-required")),
+        ("TASK_STATE_CANCELED", ("interrupted", "canceled")),
+        ("TASK_STATE_SUBMITTED", None),
+        ("unknown", None),
+    ],
+)
+def test_states_without_a_real_scenario(state: str, outcome) -> None:
+    event = {
+        "result": {"statusUpdate": {"taskId": "t", "contextId": "s", "status": {"state": state}}}
+    }
+    updates = A2AProtocol().decode_event(event, DecodeContext("s", "r"))
+    got = [(u.type, getattr(u, "error", None) or getattr(u, "reason", None)) for u in updates]
+    assert got == ([outcome] if outcome else [])
