@@ -1,0 +1,553 @@
+"""The mitmproxy addon that records chat traffic: ``Recorder``.
+
+Loaded by ``chatkit_trace/addon.py`` (``mitmdump -s …``, ``mitmweb -s …``,
+``chatkit-trace record``).  Everything here runs on mitmproxy's one event
+loop, so it does as little as it can: it copies references to what it sees
+(request line, headers, bodies, response chunks, WebSocket messages) onto
+the writer thread's queue (:mod:`chatkit_trace.capture.writer`) with a
+timestamp, and returns.  Decoding, parsing, matching routes, redaction,
+SQLite and deriving facts all happen on the writer thread.
+
+Rules (docs/recording.md; mitmproxy.md "Pitfalls"):
+
+* The user's bytes are never touched.  Streaming is switched on in
+  ``responseheaders`` for every response that may stream (SSE, NDJSON, a
+  body without length and without a JSON type); the stream callable
+  (:class:`_Tap`) returns the very chunk it was given, whatever happens in
+  it.  Ordinary JSON responses stay unstreamed, so mitmweb still shows them.
+* Nothing raises into mitmproxy: every hook body is wrapped; a failure is
+  stored as a capture error (once per kind and flow) and logged once.
+* The queue is bounded by a count (``chatkit_queue``): when the writer falls
+  behind, the *copy* of a chunk is dropped, never the chunk, and the
+  exchange records how many chunks and bytes it lost.
+* Options carry the ``chatkit_`` prefix and are checked in ``configure``,
+  which raises ``OptionsError`` (mitmproxy prints it and refuses to start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mitmproxy import ctx, exceptions, hooks, http
+
+from .writer import Writer, WriterConfig, end_kind
+
+__all__ = ["OPTIONS", "Recorder", "parse_duration", "stream_transport"]
+
+logger = logging.getLogger("chatkit_trace.capture")
+
+DERIVE_MODES = ("live", "end", "off")
+TEST_RAISE = ("tap", "hooks", "writer")
+NDJSON_TYPES = frozenset(
+    {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines", "application/json-seq"}
+)
+
+#: name -> (type, default, help): the options ``load`` declares.
+OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "chatkit_profile": (
+        str,
+        "",
+        "chatkit-trace route profile: a preset name (openai, adk, a2a, hermes, myproto …) or a TOML/JSON "
+        "profile file. Empty: record every exchange without identity (no facts).",
+    ),
+    "chatkit_db": (str, "chatkit-trace.db", "chatkit-trace: the SQLite trace file to record into (created, or appended to)."),
+    "chatkit_redact": (
+        str,
+        "",
+        "chatkit-trace: extra header, query parameter or JSON field names to redact before storing, comma-separated "
+        "(added to the defaults: Authorization, Cookie, Set-Cookie, X-Api-Key, api_key, token, password, secret …).",
+    ),
+    "chatkit_keep_secrets": (
+        bool,
+        False,
+        "chatkit-trace: store credentials as they are (no redaction at all). Only for traces that never leave your machine.",
+    ),
+    "chatkit_max_db_mb": (
+        int,
+        0,
+        "chatkit-trace: cap the trace at this many MB by dropping the oldest finished exchanges (recorded in meta 'dropped'). 0: no cap.",
+    ),
+    "chatkit_max_age": (
+        str,
+        "",
+        "chatkit-trace: keep only exchanges younger than this (e.g. 90s, 30m, 2h, 1d; dropped ones are counted "
+        "in meta 'dropped'). Empty: no cap.",
+    ),
+    "chatkit_queue": (
+        int,
+        20000,
+        "chatkit-trace: most chunks/messages waiting for the writer thread; beyond it the recorder drops its copy "
+        "(never the traffic) and the trace says how much.",
+    ),
+    "chatkit_derive": (
+        str,
+        "live",
+        "chatkit-trace: derive facts while recording (live: when idle, one log line per finished run), only at "
+        "shutdown (end), or never (off; run `chatkit-trace redecode` later).",
+    ),
+    "chatkit_test_raise": (
+        str,
+        "",
+        "chatkit-trace, for tests only: make the recorder fail on purpose in 'tap', 'hooks' and/or 'writer' "
+        "(comma-separated) to prove the traffic is unaffected.",
+    ),
+}
+
+
+def parse_duration(text: str) -> float:
+    """``"90"``, ``"90s"``, ``"30m"``, ``"2h"``, ``"1d"`` -> seconds; ``""`` -> 0."""
+    text = text.strip().lower()
+    if not text:
+        return 0.0
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 30m, 2h, 1d)")
+    value = float(m.group(1))
+    unit = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}[m.group(2) or "s"]
+    return value * unit
+
+
+def stream_transport(response: http.Response, method: str = "GET") -> str | None:
+    """How a response is recorded: ``sse``, ``ndjson``, ``body`` (stream it) or ``None``.
+
+    ``None`` means "leave it unstreamed" (mitmproxy buffers it, mitmweb shows
+    it, the ``response`` hook gets the whole body): responses without a body,
+    JSON bodies, and bodies with a ``Content-Length`` that are not event
+    streams.  Everything else may be a stream (chunked or close-delimited
+    ``text/plain``, an AI-SDK data stream, an unknown type) and is streamed.
+    """
+    status = response.status_code
+    if method == "HEAD" or status < 200 or status in (204, 304):
+        return None
+    ctype = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype == "text/event-stream":
+        return "sse"
+    if ctype in NDJSON_TYPES:
+        return "ndjson"
+    if ctype == "application/json" or ctype.endswith("+json") or ctype == "text/json":
+        return None
+    if "content-length" in response.headers:
+        return None
+    return "body"
+
+
+class _Tap:
+    """The stream callable of one response: timestamp, enqueue, return the chunk.
+
+    It must never lose or change a chunk (mitmproxy.md: a raising callable
+    silently loses that chunk for the user), so everything it does is inside
+    ``try`` and the chunk it returns is the object it was given.  When the
+    writer's backlog is at its limit the copy is dropped and counted.
+    """
+
+    __slots__ = ("dropped", "dropped_bytes", "fail", "fid", "gap", "inner", "rec", "writer")
+
+    def __init__(self, fid: str, writer: Writer, rec: Recorder, inner: Callable[[bytes], Any] | None) -> None:
+        self.fid = fid
+        self.writer = writer
+        self.rec = rec
+        self.inner = inner
+        self.dropped = 0
+        self.dropped_bytes = 0
+        self.gap = False
+        self.fail = "tap" in rec.test_raise
+
+    def __call__(self, chunk: bytes) -> Any:
+        if self.inner is not None:
+            # Another addon's callable (or ours chained twice): it decides the
+            # bytes; we record what the client gets.  Its exceptions are its own.
+            chunk = self.inner(chunk)
+            if not isinstance(chunk, (bytes, bytearray, memoryview)):
+                chunk = b"".join(chunk)
+        if chunk:
+            try:
+                if self.fail:
+                    raise RuntimeError("chatkit_test_raise=tap: injected failure in the stream callable")
+                w = self.writer
+                if w.produced - w.consumed < w.limit:
+                    if self.gap:
+                        self.gap = False
+                        w.put(("gap", self.fid, self.dropped, self.dropped_bytes))
+                    w.produced += 1
+                    w.q.put(("c", self.fid, time.time(), chunk))
+                else:
+                    self.dropped += 1
+                    self.dropped_bytes += len(chunk)
+                    self.gap = True
+            except Exception as err:  # noqa: BLE001 - never lose the user's chunk
+                self.rec._failed("tap", err, self.fid)
+        return chunk
+
+
+class Recorder:
+    """Records chat traffic into a chatkit-trace SQLite file (module docstring)."""
+
+    def __init__(self) -> None:
+        self.writer: Writer | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.test_raise: frozenset[str] = frozenset()
+        self._config: WriterConfig | None = None
+        self._started: set[str] = set()  # flows whose request was queued
+        self._streamed: dict[str, _Tap] = {}
+        self._logged: set[str] = set()
+        self._error_keys: set[tuple[str, str, str | None]] = set()
+
+    # ------------------------------------------------------------------ options
+
+    def load(self, loader: Any) -> None:
+        for name, (typ, default, help_) in OPTIONS.items():
+            loader.add_option(name, typ, default, help_)
+
+    def configure(self, updated: set[str]) -> None:
+        if not any(name in updated for name in OPTIONS):
+            return
+        opts = ctx.options
+        config = self._build_config(opts)  # raises OptionsError
+        old = self._config
+        self._config = config
+        self.test_raise = config.test_raise
+        if self.writer is not None and old is not None and old.db == config.db and self.writer.is_alive():
+            self.writer.put(("cfg", config))
+            return
+        self._start_writer(config)
+
+    def _build_config(self, opts: Any) -> WriterConfig:
+        errors: list[str] = []
+        if opts.chatkit_queue < 1:
+            errors.append(f"chatkit_queue must be at least 1, not {opts.chatkit_queue}")
+        if opts.chatkit_max_db_mb < 0:
+            errors.append(f"chatkit_max_db_mb must be 0 (no cap) or more, not {opts.chatkit_max_db_mb}")
+        try:
+            max_age = parse_duration(opts.chatkit_max_age)
+        except ValueError as err:
+            errors.append(f"chatkit_max_age: {err}")
+            max_age = 0.0
+        if opts.chatkit_derive not in DERIVE_MODES:
+            errors.append(f"chatkit_derive must be one of {', '.join(DERIVE_MODES)}, not {opts.chatkit_derive!r}")
+        raises = frozenset(x.strip() for x in opts.chatkit_test_raise.split(",") if x.strip())
+        if raises - set(TEST_RAISE):
+            errors.append(f"chatkit_test_raise: unknown {', '.join(sorted(raises - set(TEST_RAISE)))} (use {', '.join(TEST_RAISE)})")
+        db = opts.chatkit_db.strip()
+        if not db:
+            errors.append("chatkit_db: give the trace file to record into")
+        elif os.path.isdir(db):
+            errors.append(f"chatkit_db: {db} is a directory, not a trace file")
+        extra = [x.strip() for x in opts.chatkit_redact.split(",") if x.strip()]
+        if extra and opts.chatkit_keep_secrets:
+            errors.append("chatkit_redact and chatkit_keep_secrets contradict each other: choose one")
+        profile = None
+        if opts.chatkit_profile.strip():
+            try:
+                from .profiles import load_profile
+
+                profile = load_profile(opts.chatkit_profile.strip())
+            except Exception as err:  # ProfileError, a missing file, a bad preset name
+                errors.append(f"chatkit_profile: {err}")
+        redactor = None
+        if not opts.chatkit_keep_secrets and not errors:
+            try:
+                redactor = _make_redactor(profile, opts.chatkit_redact)
+            except Exception as err:  # noqa: BLE001 - e.g. a bad name list
+                errors.append(f"chatkit_redact: {err}")
+        if errors:
+            raise exceptions.OptionsError("; ".join(errors))
+        meta = {
+            "profile": getattr(profile, "name", None),
+            "protocol": getattr(profile, "protocol", None),
+            "redaction": "off" if redactor is None else ("on" + (f" + {', '.join(extra)}" if extra else "")),
+            "mitmproxy": _mitmproxy_version(),
+            "pid": os.getpid(),
+        }
+        return WriterConfig(
+            db=os.path.abspath(db),
+            profile=profile,
+            redactor=redactor,
+            queue_limit=opts.chatkit_queue,
+            max_db_bytes=opts.chatkit_max_db_mb * 1024 * 1024,
+            max_age=max_age,
+            derive=opts.chatkit_derive,
+            test_raise=raises,
+            recorder_meta=meta,
+        )
+
+    def _start_writer(self, config: WriterConfig) -> None:
+        if self.writer is not None:
+            self.writer.stop()
+        writer = Writer(config, notify=self._notify, mark=self._mark_flows)
+        writer.start()
+        if not writer.ready.wait(30):
+            raise exceptions.OptionsError(f"chatkit_db: timed out opening {config.db}")
+        if writer.open_error is not None:
+            self.writer = None
+            raise exceptions.OptionsError(f"chatkit_db: cannot record into {config.db}: {writer.open_error}")
+        self.writer = writer
+        self._started.clear()
+        self._streamed.clear()
+        if config.profile is None:
+            logger.info(f"chatkit-trace: recording into {config.db} without a profile: exchanges only, no facts "
+                        "(set chatkit_profile)")
+        else:
+            logger.info(f"chatkit-trace: recording into {config.db} with profile {config.profile.name}")
+
+    def running(self) -> None:
+        try:
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    def done(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            try:
+                writer.stop()
+            except Exception as err:  # noqa: BLE001
+                logger.warning(f"chatkit-trace: error while flushing the recording: {err}")
+
+    # ------------------------------------------------------------------ errors
+
+    def _failed(self, where: str, err: BaseException, fid: str | None) -> None:
+        """A failure inside the addon: store it (once per kind and flow), log it once."""
+        try:
+            message = f"{type(err).__name__}: {err}"
+            key = (where, type(err).__name__, fid)
+            if key not in self._error_keys:
+                self._error_keys.add(key)
+                if self.writer is not None:
+                    self.writer.put(("err", fid, where, message))
+            if where not in self._logged:
+                self._logged.add(where)
+                logger.warning(
+                    f"chatkit-trace: capture error in {where} (stored in the trace, logged once; the traffic is not "
+                    f"affected): {message}",
+                    exc_info=err,
+                )
+        except Exception:  # noqa: BLE001 - the last line of defence
+            pass
+
+    def _hook_check(self) -> None:
+        if "hooks" in self.test_raise:
+            raise RuntimeError("chatkit_test_raise=hooks: injected failure in a hook")
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _queue_request(self, w: Writer, flow: http.HTTPFlow) -> None:
+        if flow.id in self._started:
+            return
+        self._started.add(flow.id)
+        req = flow.request
+        w.put(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
+
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        """The exchange exists from its first byte (even if its body never arrives)."""
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            self._queue_request(w, flow)
+        except Exception as err:  # noqa: BLE001
+            self._failed("requestheaders", err, flow.id)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            self._queue_request(w, flow)
+            req = flow.request
+            w.put(("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
+        except Exception as err:  # noqa: BLE001
+            self._failed("request", err, flow.id)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        resp = flow.response
+        if w is None or resp is None:
+            return
+        try:
+            self._hook_check()
+            self._queue_request(w, flow)
+            transport = stream_transport(resp, flow.request.method)
+            existing = resp.stream
+            if existing and transport is None and resp.status_code != 101:
+                transport = "body"  # someone else streams it (stream_large_bodies …): record the copy
+            if transport is not None:
+                tap = _Tap(flow.id, w, self, existing if callable(existing) else None)
+                resp.stream = tap
+                self._streamed[flow.id] = tap
+            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
+        except Exception as err:  # noqa: BLE001
+            self._failed("responseheaders", err, flow.id)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            if flow.websocket is not None:
+                return  # the 101; the exchange ends in websocket_end
+            self._queue_request(w, flow)
+            tap = self._streamed.pop(flow.id, None)
+            resp = flow.response
+            body = None if tap is not None or resp is None else resp.raw_content
+            t = (resp.timestamp_end if resp is not None else None) or time.time()
+            w.put(("end", flow.id, t, "complete", None, body, None, _dropped(tap)))
+        except Exception as err:  # noqa: BLE001
+            self._failed("response", err, flow.id)
+        finally:
+            self._started.discard(flow.id)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            self._queue_request(w, flow)
+            tap = self._streamed.pop(flow.id, None)
+            message = flow.error.msg if flow.error is not None else "unknown error"
+            resp = flow.response
+            kind = end_kind(message, had_response=resp is not None)
+            if resp is None and kind == "error":
+                kind = "proxy-error"  # the proxy answered the client (502) itself
+            body = None
+            if resp is not None and tap is None and resp.raw_content:
+                body = resp.raw_content
+            w.put(("end", flow.id, time.time(), kind, message, body, None, _dropped(tap)))
+        except Exception as err:  # noqa: BLE001
+            self._failed("error", err, flow.id)
+        finally:
+            self._started.discard(flow.id)
+
+    # ------------------------------------------------------------------ WebSocket
+
+    def websocket_start(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            self._queue_request(w, flow)
+            self._started.add(flow.id)
+        except Exception as err:  # noqa: BLE001
+            self._failed("websocket_start", err, flow.id)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None or flow.websocket is None:
+            return
+        try:
+            self._hook_check()
+            msg = flow.websocket.messages[-1]
+            if w.produced - w.consumed < w.limit:
+                w.produced += 1
+                w.q.put(("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
+            else:
+                tap = self._streamed.get(flow.id)
+                if tap is None:
+                    tap = self._streamed[flow.id] = _Tap(flow.id, w, self, None)
+                tap.dropped += 1
+                tap.dropped_bytes += len(msg.content)
+        except Exception as err:  # noqa: BLE001
+            self._failed("websocket_message", err, flow.id)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        w = self.writer
+        if w is None:
+            return
+        try:
+            self._hook_check()
+            ws = flow.websocket
+            notes: dict[str, Any] = {}
+            end = "complete"
+            error = None
+            if ws is not None:
+                notes = {"close_code": ws.close_code, "closed_by_client": ws.closed_by_client}
+                if ws.close_reason:
+                    notes["close_reason"] = ws.close_reason
+                if ws.close_code not in (1000, 1001, None):
+                    end = "client-gone" if ws.closed_by_client else "reset"
+            if flow.error is not None:
+                error = flow.error.msg
+                end = end_kind(error, had_response=True)
+            t = (ws.timestamp_end if ws is not None else None) or time.time()
+            w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
+        except Exception as err:  # noqa: BLE001
+            self._failed("websocket_end", err, flow.id)
+        finally:
+            self._started.discard(flow.id)
+
+    # ------------------------------------------------------------------ writer -> loop
+
+    def _notify(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the event loop (called from the writer thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            fn()
+            return
+        loop.call_soon_threadsafe(_safe(fn))
+
+    def _mark_flows(self, fids: Sequence[str], marker: str, comment: str) -> None:
+        """On the loop: mark a finished run's flows and comment them (mitmweb's view)."""
+        view = ctx.master.addons.get("view") if ctx.master is not None else None
+        if view is None:
+            return
+        flows = []
+        for fid in fids:
+            f = view.get_by_id(fid)
+            if f is None:
+                continue
+            f.marked = marker
+            if not f.comment or f.comment.startswith("session "):
+                f.comment = comment
+            flows.append(f)
+        if flows:
+            ctx.master.addons.trigger(hooks.UpdateHook(flows))
+
+
+def _dropped(tap: _Tap | None) -> tuple[int, int] | None:
+    if tap is None or not tap.dropped:
+        return None
+    return (tap.dropped, tap.dropped_bytes)
+
+
+def _safe(fn: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001 - never raise into the loop
+            logger.warning(f"chatkit-trace: {err}")
+
+    return run
+
+
+def _mitmproxy_version() -> str:
+    try:
+        from mitmproxy.version import VERSION
+
+        return VERSION
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def _make_redactor(profile: Any, extra: str) -> Any:
+    """The redactor: the profile's rules (or the defaults) plus the ``chatkit_redact`` names.
+
+    ``None`` when the rules say to keep secrets (``keep`` in the names, or
+    the profile's ``redact.keep_secrets``).
+    """
+    from .profiles import RedactConfig
+    from .redact import Redactor
+
+    rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
+    if rules.keep_secrets:
+        return None
+    return Redactor(rules)

@@ -1,0 +1,1031 @@
+"""The recorder's writer thread: everything slow happens here, off the proxy's loop.
+
+Theory of operation
+-------------------
+mitmproxy runs every hook and every stream callable on one asyncio event
+loop (docs: mitmproxy.md section 7), so anything that blocks there delays
+every connection.  The loop side (:mod:`chatkit_trace.capture.recorder`)
+therefore only timestamps what it sees and puts it on a queue; this thread
+owns the SQLite connection and does the rest::
+
+    loop:   hook / stream callable --put--> SimpleQueue (bounded by a count)
+    writer: get, drain what is waiting --> one transaction per batch (WAL)
+              per flow: Content-Encoding decoder -> SSE parser / NDJSON
+              splitter -> frames; requests matched against the route profile
+              and redacted; exchanges finalised when their flow ends
+            when idle: replay the sessions whose flows changed through the
+              adapter and the Core (:func:`chatkit_trace.pipeline.replay`),
+              write the derived tables, log one line per finished run and
+              ask the loop to mark that run's flows in mitmweb
+
+Queue messages are tuples, first item the kind (the loop side builds them,
+see ``Recorder``): ``req`` (request line and headers), ``body`` (the request
+body), ``head`` (response status and headers, and how it is recorded),
+``c`` (a response chunk, still content-encoded), ``gap`` (the loop dropped
+chunks of this flow because the queue was full), ``ws`` (a WebSocket
+message), ``end`` (the flow ended: complete, reset, client-gone, timeout,
+error), ``err`` (a capture error caught on the loop), ``cfg`` (new options),
+``sync`` (commit and signal an event: tests, ``done``) and ``None`` (stop).
+
+The bound: ``produced`` is only written by the loop and ``consumed`` only by
+this thread, so ``produced - consumed`` is the backlog without a lock.  Data
+messages (chunks, WebSocket messages) are dropped on the loop when the
+backlog reaches the limit; control messages never are (they are few and
+small), so every exchange is finalised and says how much of it was lost.
+
+Nothing here may raise out of :meth:`Writer.run`: a failure while handling
+one message becomes a stored capture error (and one log line per kind), and
+the thread carries on with the next message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sqlite3
+import threading
+import time
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..trace import Exchange
+from ..wire import (
+    Frame,
+    NDJSONSplitter,
+    SSEParser,
+    body_frame,
+    error_frame,
+    event_json,
+    frame_from_sse,
+    make_decoder,
+    ws_frame,
+)
+from .identity import IdentityTracker, apply_match, resolve_from_event, resolve_from_response
+
+__all__ = ["MAX_BODY_BYTES", "STREAMING_CAPABILITIES", "Writer", "WriterConfig", "end_kind"]
+
+logger = logging.getLogger("chatkit_trace.capture")
+
+#: Capabilities whose response carries the run's events (a whole JSON body
+#: answering one of them also becomes one ``body`` frame).
+STREAMING_CAPABILITIES = frozenset({"run", "resume", "regenerate", "edit", "subscribe"})
+#: Request bodies and whole response bodies are stored up to this size.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Items handled per transaction at most (keeps a commit's latency bounded).
+BATCH_ITEMS = 4096
+#: Derive facts after this much idle time, or at the latest after MAX_LAG.
+IDLE_DERIVE = 0.3
+MAX_LAG = 5.0
+#: How often the caps (size, age) are checked.
+CAP_INTERVAL = 2.0
+#: Frames of one exchange tried for ids its route takes from the events.
+EVENT_ID_TRIES = 64
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """What the writer needs from the options (``Recorder.configure`` builds it)."""
+
+    db: str
+    profile: Any = None  # a capture.profiles.Profile, or None: record without identity
+    redactor: Any = None  # a capture.redact.Redactor, or None: keep secrets
+    queue_limit: int = 20000
+    max_db_bytes: int = 0  # 0: no cap
+    max_age: float = 0.0  # seconds, 0: no cap
+    derive: str = "live"  # live | end | off
+    test_raise: frozenset[str] = frozenset()
+    #: what to store in the meta table about this recording
+    recorder_meta: dict[str, Any] = field(default_factory=dict)
+
+
+def end_kind(message: str, *, had_response: bool) -> str:
+    """How a flow's error becomes an exchange ``end`` (a connection observation).
+
+    ``client-gone`` when the client left, ``timeout`` for timeouts, ``reset``
+    when the upstream dropped the connection after the response started,
+    ``error`` for anything else (a refused connection, a killed flow …).
+    """
+    m = message.lower()
+    if "client disconnected" in m or "client closed" in m:
+        return "client-gone"
+    if "timeout" in m or "timed out" in m:
+        return "timeout"
+    if had_response and any(
+        s in m for s in ("peer closed", "server disconnected", "connection reset", "incomplete", "connection closed", "eof")
+    ):
+        return "reset"
+    return "error"
+
+
+def _text(value: bytes | str) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _pairs(fields: Iterable[tuple[Any, Any]]) -> list[tuple[str, str]]:
+    return [(_text(k), _text(v)) for k, v in fields]
+
+
+def _header(pairs: Sequence[tuple[str, str]], name: str) -> str | None:
+    for k, v in pairs:
+        if k.lower() == name:
+            return v
+    return None
+
+
+def _shift(frame: Frame, base: int) -> Frame:
+    """A frame from a parser restarted after a gap, moved to stream offsets."""
+    if not base:
+        return frame
+    return replace(
+        frame,
+        start=None if frame.start is None else frame.start + base,
+        end=None if frame.end is None else frame.end + base,
+        data_offsets=None if frame.data_offsets is None else tuple(o + base for o in frame.data_offsets),
+    )
+
+
+def _redacted(ex: Exchange, where: str) -> None:
+    """Note what was redacted (names only, as ``Redactor.redact_exchange`` does)."""
+    done = ex.notes.setdefault("redacted", [])
+    if where not in done:
+        done.append(where)
+
+
+def _redacted_headers(ex: Exchange, side: str, before: Sequence[tuple[str, str]], after: Sequence[tuple[str, str]]) -> None:
+    for (k, v), (_, v2) in zip(before, after):
+        if v != v2:
+            _redacted(ex, f"{side}.header:{k.lower()}")
+
+
+class _InjectedFault(RuntimeError):
+    """Raised on purpose when ``chatkit_test_raise`` asks for it."""
+
+
+@dataclass(eq=False)
+class _Flow:
+    """The writer's state of one flow (one exchange)."""
+
+    fid: str
+    ex: Exchange
+    raw_url: str = ""  # unredacted, for the profile
+    raw_headers: list[tuple[str, str]] = field(default_factory=list)  # unredacted, for the profile
+    request_body: bytes | None = None  # unredacted, for the profile
+    match: Any = None  # identity.Match, provisional until assigned
+    matched: bool = False
+    resolved: bool = False  # ids from the response looked up
+    assigned: bool = False  # final ids written (IdentityTracker, request order)
+    event_tries: int = 0
+    response_headers: list[tuple[str, str]] = field(default_factory=list)  # unredacted
+    decoder: Any = None
+    parser: Any = None  # SSEParser | NDJSONSplitter | None
+    base: int = 0  # stream offset where the current parser started (after a gap)
+    copy: bytearray | None = None  # decoded copy of a 'body' stream (capped)
+    copy_lost: int = 0
+    next_frame: int = 0
+    chunks: int = 0
+    encoded: int = 0
+    decoded: int = 0
+    decoder_error_stored: bool = False
+    lost: bool = False  # the decoder cannot go on after a gap (compressed body)
+    ended: bool = False
+    dirty: bool = True
+    frame_count: int = 0
+
+
+class Writer(threading.Thread):
+    """The single writer of one recording (see the module docstring).
+
+    Args:
+        config: options, see :class:`WriterConfig`.
+        notify: called from this thread with a zero-argument function to run
+            on the proxy's event loop (log lines, marks); ``None`` runs them
+            here.
+        mark: ``mark(flow_ids, marker, comment)``, run through ``notify`` on
+            the loop, marks a finished run's flows (mitmweb).
+    """
+
+    def __init__(
+        self,
+        config: WriterConfig,
+        notify: Callable[[Callable[[], None]], None] | None = None,
+        mark: Callable[[list[str], str, str], None] | None = None,
+    ) -> None:
+        super().__init__(name="chatkit-trace-writer", daemon=True)
+        self.config = config
+        self.notify = notify
+        self.mark_flows = mark
+        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.limit = max(1, config.queue_limit)
+        self.produced = 0  # written by the loop only
+        self.consumed = 0  # written by this thread only
+        self.ready = threading.Event()
+        self.open_error: str | None = None
+        self.store: Any = None
+        self.next_index = 0
+        self.flows: dict[str, _Flow] = {}
+        self.tracker = IdentityTracker()
+        self.ident_queue: deque[_Flow] = deque()  # flows in request order, until assigned
+        self.flow_of: dict[int, str] = {}  # exchange index -> flow id (for marks)
+        self.open_indexes: set[int] = set()
+        self.frames: list[Frame] = []
+        self.dirty_sessions: set[str | None] = set()
+        self.dirty_since: float | None = None
+        self.replays: dict[str | None, Any] = {}
+        self.logged_runs: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.adapter: Any = None
+        self.orphans = 0
+        self.errors_seen: Counter[str] = Counter()
+        self.stored_errors: set[tuple[str, str | None]] = set()
+        self.drops = {"chunks": 0, "bytes": 0, "flows": 0}
+        self.capped = {"exchanges": 0, "frames": 0, "by_age": 0, "by_size": 0, "frames_over_cap": 0}
+        self.over_cap = False
+        self.last_cap_check = 0.0
+        self.stopped = threading.Event()
+
+    # ------------------------------------------------------------------ loop side API
+
+    def put(self, item: Any) -> None:
+        """Queue a control message (never dropped).  Called on the loop."""
+        self.produced += 1
+        self.q.put(item)
+
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Commit everything queued so far; ``False`` on timeout.  Blocks the caller."""
+        if not self.is_alive():
+            return False
+        done = threading.Event()
+        self.put(("sync", done))
+        return done.wait(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Flush everything received, finalise open flows as ``open``, close."""
+        if self.is_alive():
+            self.put(None)
+            self.join(timeout)
+
+    # ------------------------------------------------------------------ thread
+
+    def run(self) -> None:
+        try:
+            self._open()
+        except Exception as err:  # noqa: BLE001 - reported to configure() as an OptionsError
+            self.open_error = str(err) or type(err).__name__
+            self.ready.set()
+            self.stopped.set()
+            return
+        self.ready.set()
+        try:
+            self._loop()
+        finally:
+            try:
+                self._shutdown()
+            except Exception:
+                logger.exception("chatkit-trace: error while closing the recording")
+            self.stopped.set()
+
+    def _open(self) -> None:
+        from ..store import TraceStore
+
+        path = self.config.db
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self.store = TraceStore(path, create=True)
+        self.next_index = self.store.next_exchange_index()
+        meta = dict(self.config.recorder_meta)
+        meta["started_at"] = time.time()
+        recordings = self.store.get_meta("recordings", []) or []
+        recordings.append(meta)
+        self.store.set_meta("recordings", recordings)
+        self.store.commit()
+        self._configure(self.config)
+
+    def _configure(self, config: WriterConfig) -> None:
+        self.config = config
+        self.limit = max(1, config.queue_limit)
+        self.adapter = None
+        self.replays.clear()
+        profile = config.profile
+        if profile is not None and config.derive != "off":
+            try:
+                self.adapter = profile.create_adapter()
+            except Exception as err:  # noqa: BLE001
+                self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
+
+    def _loop(self) -> None:
+        q = self.q
+        while True:
+            timeout = self._idle_timeout()
+            try:
+                item = q.get(timeout=timeout) if timeout is not None else q.get()
+            except queue.Empty:
+                self._idle()
+                continue
+            items = [item]
+            try:
+                while len(items) < BATCH_ITEMS:
+                    items.append(q.get_nowait())
+            except queue.Empty:
+                pass
+            stop = self._batch(items)
+            if stop:
+                return
+
+    def _idle_timeout(self) -> float | None:
+        if self.dirty_sessions and self.config.derive == "live":
+            return IDLE_DERIVE
+        if self.config.max_age or self.config.max_db_bytes:
+            return CAP_INTERVAL
+        return None
+
+    def _idle(self) -> None:
+        try:
+            self._check_caps()
+            if self.config.derive == "live":
+                self._derive()
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("derive", err)
+
+    def _batch(self, items: list[Any]) -> bool:
+        """Handle ``items`` in one transaction; ``True`` when told to stop."""
+        store = self.store
+        stop = False
+        syncs: list[threading.Event] = []
+        conn = store.db.conn
+        try:
+            if not conn.in_transaction:
+                conn.execute("BEGIN")
+        except sqlite3.Error as err:
+            self._internal_error("store", err)
+        for item in items:
+            if item is None:
+                stop = True
+                continue
+            kind = item[0]
+            if kind == "sync":
+                syncs.append(item[1])
+                continue
+            try:
+                self._handle(kind, item)
+            except Exception as err:  # noqa: BLE001 - one bad message never stops the recording
+                self._internal_error(kind, err, fid=item[1] if len(item) > 1 and isinstance(item[1], str) else None)
+        self.consumed += len(items)
+        self._commit()
+        if self.config.derive == "live" and self.dirty_since is not None and time.time() - self.dirty_since > MAX_LAG:
+            self._idle()
+        elif self.config.max_age or self.config.max_db_bytes:
+            if time.time() - self.last_cap_check > CAP_INTERVAL:
+                self._idle_caps()
+        for ev in syncs:
+            ev.set()
+        return stop
+
+    def _idle_caps(self) -> None:
+        try:
+            self._check_caps()
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("caps", err)
+
+    def _commit(self) -> None:
+        store = self.store
+        try:
+            self._assign_ready()
+            if self.frames:
+                if self.over_cap:
+                    self.capped["frames_over_cap"] += len(self.frames)
+                else:
+                    store.add_frames(self.frames)
+                self.frames = []
+            for st in self.flows.values():
+                if st.dirty:
+                    st.dirty = False
+                    store.add_exchange(st.ex, with_frames=False)
+            done = [fid for fid, st in self.flows.items() if st.ended and st.assigned]
+            for fid in done:
+                del self.flows[fid]
+            store.commit()
+        except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
+            self.frames = []
+            try:
+                store.db.conn.rollback()
+            except Exception:  # noqa: BLE001
+                pass
+            self._internal_error("store", err)
+
+    # ------------------------------------------------------------------ messages
+
+    def _handle(self, kind: str, item: tuple[Any, ...]) -> None:
+        if kind == "c":
+            self._chunk(item)
+        elif kind == "req":
+            self._request(item)
+        elif kind == "body":
+            self._request_body(item)
+        elif kind == "head":
+            self._response_head(item)
+        elif kind == "ws":
+            self._ws(item)
+        elif kind == "end":
+            self._end(item)
+        elif kind == "gap":
+            self._gap(item)
+        elif kind == "err":
+            _, fid, where, message = item
+            st = self.flows.get(fid) if fid else None
+            self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+        elif kind == "cfg":
+            self._configure(item[1])
+        else:
+            raise ValueError(f"unknown queue message {kind!r}")
+
+    def _maybe_raise(self) -> None:
+        if "writer" in self.config.test_raise:
+            raise _InjectedFault("chatkit_test_raise=writer: injected writer failure")
+
+    def _request(self, item: tuple[Any, ...]) -> None:
+        _, fid, t, method, url, fields = item
+        if fid in self.flows:
+            return
+        index = self.next_index
+        self.next_index += 1
+        headers = _pairs(fields)
+        ex = Exchange(index, method=method, url=url, started_at=t, flow_id=fid)
+        st = _Flow(fid, ex, raw_url=url, raw_headers=headers)
+        red = self.config.redactor
+        if red is not None:
+            ex.url = red.redact_url(url)
+            if ex.url != url:
+                _redacted(ex, "url")
+            ex.request_headers = red.redact_headers(headers)
+            _redacted_headers(ex, "request", headers, ex.request_headers)
+        else:
+            ex.request_headers = headers
+        self.flows[fid] = st
+        self.flow_of[index] = fid
+        self.open_indexes.add(index)
+        self.ident_queue.append(st)
+
+    def _request_body(self, item: tuple[Any, ...]) -> None:
+        _, fid, raw, encoding, streamed = item
+        st = self.flows.get(fid)
+        if st is None:
+            self.orphans += 1
+            return
+        body = None
+        if raw:
+            body, problem = self._decode_whole(raw, encoding)
+            if problem:
+                st.ex.notes["request_body_encoding"] = problem
+        elif streamed:
+            st.ex.notes["request_body"] = "streamed by another addon: not recorded"
+        st.request_body = body
+        self._match(st)
+        if body is not None:
+            stored = body
+            if len(stored) > MAX_BODY_BYTES:
+                st.ex.notes["request_body_truncated"] = len(stored)
+                stored = stored[:MAX_BODY_BYTES]
+            red = self.config.redactor
+            if red is not None:
+                before = stored
+                stored = red.redact_body(stored, _header(st.raw_headers, "content-type"))
+                if stored is not before and stored != before:
+                    _redacted(st.ex, "request.body")
+            st.ex.request_body = stored
+        st.dirty = True
+
+    def _match(self, st: _Flow) -> None:
+        st.matched = True
+        profile = self.config.profile
+        if profile is None:
+            return
+        ex = st.ex
+        st.match = profile.match(ex.method, st.raw_url, st.raw_headers, st.request_body)
+        if st.match is not None:
+            ex.notes["identity"] = "pending"
+
+    def _assign_ready(self, *, force: bool = False) -> None:
+        """Final ids, in request order, for the flows whose ids are all known.
+
+        :class:`IdentityTracker` must see exchanges in request order, each
+        once, with the ids from the response and the events already filled
+        in; a flow still waiting for those holds back the flows after it
+        (their rows say ``notes.identity = "pending"`` meanwhile).  ``force``
+        (shutdown) assigns everything with what is known.
+        """
+        q = self.ident_queue
+        while q:
+            st = q[0]
+            m = st.match
+            if not force and not st.ended:
+                if not st.matched:
+                    return
+                if m is not None and not st.resolved:
+                    return
+                if m is not None and m.pending_events and st.event_tries < EVENT_ID_TRIES:
+                    return
+            q.popleft()
+            st.assigned = True
+            if m is None:
+                continue
+            if not st.resolved:
+                st.match = m = resolve_from_response(m, st.ex.status, st.response_headers, None)
+            st.match = m = self.tracker.assign(m, st.ex.index)
+            ex = st.ex
+            ex.notes.pop("identity", None)
+            apply_match(ex, m)
+            st.dirty = True
+            if ex.capability is not None:
+                self._touch(ex.session_id)
+
+    def _response_head(self, item: tuple[Any, ...]) -> None:
+        _, fid, t, status, fields, transport = item
+        st = self.flows.get(fid)
+        if st is None:
+            self.orphans += 1
+            return
+        if not st.matched:
+            self._match(st)
+        headers = _pairs(fields)
+        st.response_headers = headers
+        red = self.config.redactor
+        ex = st.ex
+        ex.status = status
+        if red is not None:
+            ex.response_headers = red.redact_headers(headers)
+            _redacted_headers(ex, "response", headers, ex.response_headers)
+        else:
+            ex.response_headers = headers
+        ex.transport = transport
+        ex.notes["response_at"] = t
+        if transport in ("sse", "ndjson", "body"):
+            st.decoder = make_decoder(_header(headers, "content-encoding"))
+            if st.decoder.unsupported_error is not None:
+                self._add_frame(st, error_frame(st.decoder.unsupported_error, ex.index, st.next_frame, t, transport=transport))
+            if transport == "sse":
+                st.parser = SSEParser()
+            elif transport == "ndjson":
+                st.parser = NDJSONSplitter(ex.index)
+            else:
+                st.copy = bytearray()
+        if st.match is not None and transport is not None and not st.resolved:
+            # A streamed body is not JSON: only response headers can name ids.
+            st.match = resolve_from_response(st.match, status, headers, None)
+            st.resolved = True
+        st.dirty = True
+
+    def _add_frame(self, st: _Flow, frame: Frame) -> None:
+        self.frames.append(frame)
+        st.next_frame = frame.index + 1
+        st.frame_count += 1
+        if st.assigned:
+            if st.ex.capability is not None:
+                self._touch(st.ex.session_id)
+        elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES:
+            st.event_tries += 1
+            value, err = event_json(frame)
+            if err is None:
+                st.match = resolve_from_event(st.match, value)
+
+    def _touch(self, session_id: str | None) -> None:
+        self.dirty_sessions.add(session_id)
+        if self.dirty_since is None:
+            self.dirty_since = time.time()
+
+    def _chunk(self, item: tuple[Any, ...]) -> None:
+        _, fid, t, chunk = item
+        st = self.flows.get(fid)
+        if st is None or st.ended:
+            self.orphans += 1
+            return
+        self._maybe_raise()
+        st.chunks += 1
+        st.encoded += len(chunk)
+        if st.lost or st.decoder is None:
+            return
+        data = st.decoder.decode(chunk)
+        self._feed(st, data, t)
+        if st.decoder.error is not None and not st.decoder_error_stored:
+            st.decoder_error_stored = True
+            self._add_frame(st, error_frame(st.decoder.error, st.ex.index, st.next_frame, t, transport=st.ex.transport or "sse"))
+
+    def _feed(self, st: _Flow, data: bytes, t: float, *, final: bool = False) -> None:
+        if data:
+            st.decoded += len(data)
+        parser = st.parser
+        ex = st.ex
+        if isinstance(parser, SSEParser):
+            events = parser.feed(data) if data else []
+            if final:
+                events += parser.flush()
+            for ev in events:
+                self._add_frame(st, _shift(frame_from_sse(ev, ex.index, st.next_frame, t), st.base))
+        elif isinstance(parser, NDJSONSplitter):
+            frames = parser.feed(data, t) if data else []
+            if final:
+                frames += parser.flush(t)
+            for fr in frames:
+                self._add_frame(st, _shift(fr, st.base))
+        elif st.copy is not None and data:
+            room = MAX_BODY_BYTES - len(st.copy)
+            if room > 0:
+                st.copy += data[:room]
+            st.copy_lost += max(0, len(data) - max(room, 0))
+
+    def _gap(self, item: tuple[Any, ...]) -> None:
+        """The loop dropped chunks of this flow: what follows is not contiguous."""
+        _, fid, chunks, nbytes = item
+        st = self.flows.get(fid)
+        if st is None:
+            return
+        ex = st.ex
+        ex.notes["incomplete"] = True
+        st.dirty = True
+        if st.decoder is None or st.lost:
+            return
+        if st.decoder.coding != "identity":
+            # A compressed stream cannot be decoded past a hole.
+            self._feed(st, b"", time.time(), final=True)
+            st.lost = True
+            ex.notes["lost_after_gap"] = "content-encoded stream: nothing after the first dropped chunk was decoded"
+            return
+        # Identity: end the current parser (its partial event is truncated) and
+        # restart after the hole, keeping offsets in stream coordinates.
+        t = time.time()
+        self._feed(st, b"", t, final=True)
+        st.base = st.decoded + nbytes
+        st.decoded = st.base
+        if isinstance(st.parser, SSEParser):
+            st.parser = SSEParser()
+        elif isinstance(st.parser, NDJSONSplitter):
+            st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame)
+
+    def _ws(self, item: tuple[Any, ...]) -> None:
+        _, fid, t, content, is_text, from_client = item
+        st = self.flows.get(fid)
+        if st is None or st.ended:
+            self.orphans += 1
+            return
+        self._maybe_raise()
+        if st.ex.transport != "ws":
+            st.ex.transport = "ws"
+            st.dirty = True
+        red = self.config.redactor
+        if red is not None and is_text and from_client:
+            # Client messages may authenticate (a first "auth" frame); server
+            # events are the recording's source of truth and stay as they are.
+            before = content
+            content = red.redact_body(content, "application/json")
+            if content is not before and content != before:
+                _redacted(st.ex, f"frame:{st.next_frame}")
+        self._add_frame(st, ws_frame(content, is_text, from_client, t, st.ex.index, st.next_frame))
+
+    def _end(self, item: tuple[Any, ...]) -> None:
+        _, fid, t, end, error, body, notes, dropped = item
+        st = self.flows.get(fid)
+        if st is None or st.ended:
+            return
+        ex = st.ex
+        if not st.matched:
+            self._match(st)
+        ex.ended_at = t
+        if notes:
+            ex.notes.update(notes)
+        if error:
+            ex.error = error
+        if end == "proxy-error" and ex.status is None:
+            # The proxy answered the client itself (e.g. 502 for a dead upstream).
+            ex.status = 502
+            ex.notes["status_from"] = "proxy"
+            end = "error"
+        if dropped and dropped[0]:
+            ex.notes.update(dropped_chunks=dropped[0], dropped_bytes=dropped[1], incomplete=True)
+            self.drops["chunks"] += dropped[0]
+            self.drops["bytes"] += dropped[1]
+            self.drops["flows"] += 1
+        # Finish the stream copy.
+        if st.decoder is not None and not st.lost:
+            rest = st.decoder.flush()
+            self._feed(st, rest, t, final=True)
+            if st.decoder.error is not None and not st.decoder_error_stored:
+                st.decoder_error_stored = True
+                self._add_frame(st, error_frame(st.decoder.error, ex.index, st.next_frame, t, transport=ex.transport or "sse"))
+        if st.copy is not None:
+            self._store_body(st, bytes(st.copy), t, lost=st.copy_lost)
+        elif body:
+            self._store_body(st, body, t, encoded=True)
+        if ex.transport is not None or end != "complete":
+            ex.end = end
+        if st.match is not None and not st.resolved:
+            raw = self._decode_whole(body, _header(st.response_headers, "content-encoding"))[0] if body else None
+            st.match = resolve_from_response(st.match, ex.status, st.response_headers, raw)
+            st.resolved = True
+        if st.chunks:
+            ex.notes["chunks"] = st.chunks
+            ex.notes["bytes"] = st.encoded
+        st.ended = True
+        st.dirty = True
+        self.open_indexes.discard(ex.index)
+        if ex.capability is not None:
+            self._touch(ex.session_id)
+
+    def _store_body(self, st: _Flow, data: bytes, t: float, *, encoded: bool = False, lost: int = 0) -> None:
+        ex = st.ex
+        if encoded:
+            data, problem = self._decode_whole(data, _header(st.response_headers, "content-encoding"))
+            if problem:
+                ex.notes["response_body_encoding"] = problem
+        if lost or len(data) > MAX_BODY_BYTES:
+            ex.notes["response_body_truncated"] = len(data) + lost
+            data = data[:MAX_BODY_BYTES]
+        red = self.config.redactor
+        ctype = _header(st.response_headers, "content-type")
+        if red is not None:
+            before = data
+            data = red.redact_body(data, ctype)
+            if data is not before and data != before:
+                _redacted(ex, "response.body")
+        ex.response_body = data
+        m = st.match
+        output = m.output if m is not None else "none"
+        wanted = output == "body" or (output == "auto" and m is not None and m.capability in STREAMING_CAPABILITIES)
+        if data and wanted and ex.transport in (None, "body") and st.frame_count == 0:
+            ex.transport = "body"
+            self._add_frame(st, body_frame(data, ex.index, t, index=st.next_frame))
+
+    @staticmethod
+    def _decode_whole(raw: bytes, encoding: str | None) -> tuple[bytes, str | None]:
+        if not encoding:
+            return raw, None
+        d = make_decoder(encoding)
+        data = d.decode(raw) + d.flush()
+        err = d.error or d.unsupported_error
+        if err is not None:
+            return (raw if not data else data), err.message
+        return data, None
+
+    # ------------------------------------------------------------------ errors
+
+    def _capture_error(self, where: str, message: str, *, fid: str | None = None, exchange_id: int | None = None) -> None:
+        key = (f"{where}:{message[:200]}", fid)
+        if key in self.stored_errors:
+            return
+        self.stored_errors.add(key)
+        try:
+            self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _internal_error(self, where: str, err: BaseException, *, fid: str | None = None) -> None:
+        message = f"{type(err).__name__}: {err}"
+        st = self.flows.get(fid) if fid else None
+        self._capture_error(f"writer:{where}", message, fid=fid, exchange_id=st.ex.index if st else None)
+        key = f"{where}:{type(err).__name__}"
+        self.errors_seen[key] += 1
+        if self.errors_seen[key] == 1:
+            tb = "".join(traceback.format_exception(err)).rstrip()
+            self._log(logging.WARNING, f"chatkit-trace: capture error in the writer ({where}), stored in the trace; "
+                      f"the traffic is not affected: {message}\n{tb}")
+
+    def _log(self, level: int, message: str) -> None:
+        if self.notify is not None:
+            try:
+                self.notify(lambda: logger.log(level, message))
+                return
+            except Exception:  # noqa: BLE001 - the loop is gone: log from here
+                pass
+        logger.log(level, message)
+
+    # ------------------------------------------------------------------ caps
+
+    def _check_caps(self) -> None:
+        cfg = self.config
+        if not (cfg.max_age or cfg.max_db_bytes):
+            return
+        self.last_cap_check = time.time()
+        store = self.store
+        conn = store.db.conn
+        dropped_before = self.capped["exchanges"]
+        if cfg.max_age:
+            limit = time.time() - cfg.max_age
+            rows = conn.execute(
+                "SELECT id, session_id FROM exchanges WHERE coalesce(ended_at, started_at) < ? ORDER BY started_at, id",
+                [limit],
+            ).fetchall()
+            rows = [r for r in rows if r[0] not in self.open_indexes]
+            if rows:
+                self._prune(rows, "by_age")
+        if cfg.max_db_bytes:
+            self.over_cap = False
+            for _ in range(50):
+                used = self._used_bytes()
+                if used <= cfg.max_db_bytes:
+                    break
+                rows = conn.execute("SELECT id, session_id FROM exchanges ORDER BY started_at, id").fetchall()
+                rows = [r for r in rows if r[0] not in self.open_indexes]
+                if not rows:
+                    self.over_cap = True
+                    break
+                self._prune(rows[: max(1, len(rows) // 10)], "by_size")
+        if self.capped["exchanges"] != dropped_before:
+            store.set_meta("dropped", dict(self.capped, queue=self.drops))
+            store.commit()
+            n = self.capped["exchanges"] - dropped_before
+            self._log(logging.INFO, f"chatkit-trace: recording cap reached: dropped the {n} oldest exchange(s) "
+                      f"({self.capped['exchanges']} so far, {self.capped['frames']} frames); see meta 'dropped'")
+
+    def _used_bytes(self) -> int:
+        conn = self.store.db.conn
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
+
+    def _prune(self, rows: list[tuple[int, str | None]], why: str) -> None:
+        conn = self.store.db.conn
+        ids = [r[0] for r in rows]
+        frames = 0
+        with conn:
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                marks = ",".join("?" * len(part))
+                frames += conn.execute(f"DELETE FROM frames WHERE exchange_id IN ({marks})", part).rowcount
+                conn.execute(f"DELETE FROM exchanges WHERE id IN ({marks})", part)
+        self.capped["exchanges"] += len(ids)
+        self.capped["frames"] += frames
+        self.capped[why] += len(ids)
+        for i in ids:
+            self.flow_of.pop(i, None)
+        for _, sid in rows:
+            self._touch(sid)
+        if self.config.derive == "off":
+            self.dirty_sessions.clear()
+            self.dirty_since = None
+
+    # ------------------------------------------------------------------ derivation
+
+    def _derive(self, *, final: bool = False) -> None:
+        """Replay the sessions that changed and rewrite the derived tables."""
+        if not self.dirty_sessions or self.adapter is None:
+            self.dirty_sessions.clear()
+            self.dirty_since = None
+            return
+        from ..pipeline import Replay, replay
+        from ..store import write_replay
+
+        dirty = self.dirty_sessions
+        self.dirty_sessions = set()
+        self.dirty_since = None
+        store = self.store
+        caps = getattr(self.config.profile, "capabilities", None)
+        for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
+            where = "capability IS NOT NULL AND " + ("session_id IS NULL" if sid is None else "session_id = ?")
+            exchanges = list(store.exchanges(with_frames=True, where=where, params=[] if sid is None else [sid]))
+            if not exchanges:
+                self.replays.pop(sid, None)
+                continue
+            self.replays[sid] = replay(exchanges, self.adapter, capabilities=caps)
+        merged = Replay()
+        seq = 0
+        for sid in sorted(self.replays, key=lambda s: (s is None, s or "")):
+            r = self.replays[sid]
+            merged.sessions.update(r.sessions)
+            merged.exchanges.update(r.exchanges)
+            merged.frames.extend(r.frames)
+            for f in r.facts:
+                f.seq = seq
+                seq += 1
+                merged.facts.append(f)
+        write_replay(store, merged)
+        self._report_runs(dirty, final=final)
+
+    def _report_runs(self, sessions: set[str | None], *, final: bool) -> None:
+        """One log line per finished run (and a mitmweb mark on its flows)."""
+        for sid in sessions:
+            r = self.replays.get(sid)
+            if r is None:
+                continue
+            for session_id, s in r.sessions.items():
+                per_run: dict[str, list[Any]] = {}
+                for f in r.facts:
+                    if f.fact.session_id == session_id:
+                        per_run.setdefault(f.fact.run_id, []).append(f)
+                for view in s.core.snapshot.runs:
+                    rec = s.runs.get(view.id)
+                    exchanges = list(rec.exchanges) if rec else []
+                    still_open = any(i in self.open_indexes for i in exchanges)
+                    if not view.terminal and still_open and not final:
+                        continue
+                    facts = per_run.get(view.id, [])
+                    rejected = Counter(
+                        f.result.reason.value if f.result.reason is not None else "rejected"
+                        for f in facts
+                        if not f.result.accepted
+                    )
+                    outcome = self._outcome(view, r, exchanges)
+                    signature = (outcome, len(facts), tuple(sorted(rejected.items())))
+                    key = (session_id, view.id)
+                    if self.logged_runs.get(key) == signature:
+                        continue
+                    self.logged_runs[key] = signature
+                    if rejected:
+                        rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
+                        rej_text = f"{sum(rejected.values())} rejected ({rej})"
+                    else:
+                        rej_text = "no rejections"
+                    summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}"
+                    self._log(logging.INFO, f"chatkit-trace: {summary}")
+                    marker = self._marker(view, rejected)
+                    fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
+                    self._mark(fids, marker, summary)
+
+    @staticmethod
+    def _outcome(view: Any, r: Any, exchanges: list[int]) -> str:
+        if view.status == "failed" and view.error is not None:
+            code = getattr(view.error, "code", None)
+            return f"failed ({code})" if code else "failed"
+        if view.status == "interrupted" and view.interrupt_reason:
+            return f"interrupted ({view.interrupt_reason})"
+        if view.terminal:
+            return str(view.status)
+        ends = [r.exchanges[i].exchange.end for i in exchanges if i in r.exchanges]
+        cut = [e for e in ends if e and e != "complete"]
+        if cut:
+            return f"no conclusion (connection {cut[-1]})"
+        if view.connection == "disconnected":
+            return "no conclusion (stream ended)"
+        return str(view.status)
+
+    @staticmethod
+    def _marker(view: Any, rejected: Counter[str]) -> str:
+        if view.status == "failed":
+            return ":x:"
+        if rejected:
+            return ":warning:"
+        if view.terminal:
+            return ":white_check_mark:"
+        return ":hourglass:"
+
+    def _mark(self, fids: list[str], marker: str, comment: str) -> None:
+        mark = self.mark_flows
+        if mark is None or not fids or self.notify is None:
+            return
+        try:
+            self.notify(lambda: mark(fids, marker, comment))
+        except Exception:  # noqa: BLE001 - the loop is gone
+            pass
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _shutdown(self) -> None:
+        """Flows still open become ``end='open'``; derive once more; close."""
+        store = self.store
+        if store is None:
+            return
+        try:
+            if not store.db.conn.in_transaction:
+                store.db.conn.execute("BEGIN")
+            for st in list(self.flows.values()):
+                if st.ended:
+                    continue
+                if not st.matched:
+                    self._match(st)
+                ex = st.ex
+                if st.decoder is not None and not st.lost:
+                    self._feed(st, st.decoder.flush(), time.time(), final=True)
+                if st.copy is not None:
+                    self._store_body(st, bytes(st.copy), time.time(), lost=st.copy_lost)
+                ex.end = "open"
+                st.ended = True
+                st.dirty = True
+            self._assign_ready(force=True)
+            self._commit()
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("shutdown", err)
+        try:
+            stats = {"queue_dropped": self.drops, "orphan_messages": self.orphans, "capped": self.capped}
+            store.set_meta("capture_stats", stats)
+            if self.drops["chunks"] or self.capped["exchanges"] or self.capped["frames_over_cap"]:
+                store.set_meta("dropped", dict(self.capped, queue=self.drops))
+            store.commit()
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("shutdown", err)
+        if self.config.derive != "off":
+            try:
+                self.open_indexes.clear()
+                self._derive(final=True)
+            except Exception as err:  # noqa: BLE001
+                self._internal_error("derive", err)
+        if self.drops["chunks"]:
+            self._log(logging.WARNING, f"chatkit-trace: the writer fell behind: {self.drops['chunks']} chunk(s), "
+                      f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
+                      "(the traffic itself was not affected); raise chatkit_queue to keep more")
+        store.close()

@@ -1,0 +1,118 @@
+"""``chatkit-trace record`` and ``chatkit-trace addon-path``.
+
+``record`` runs mitmproxy's own ``mitmdump`` (or ``mitmweb``) entry point in
+this process with the installed addon script (mitmproxy.md section 5,
+option B), so every mitmdump flag keeps working after ``--``::
+
+    chatkit-trace record --profile openai --upstream http://127.0.0.1:8000 \\
+        --port 9000 --db recordings/trace.db [-- extra mitmdump args]
+
+is ``mitmdump -s <installed chatkit_trace/addon.py> --mode
+reverse:http://127.0.0.1:8000 --listen-host 127.0.0.1 -p 9000 --set
+connection_strategy=lazy --set chatkit_profile=openai --set
+chatkit_db=recordings/trace.db …``.  ``connection_strategy=lazy`` makes a
+dead backend show up as a recorded 502 instead of a silently closed
+connection.  Ctrl-C / SIGTERM stop mitmproxy, and the addon's ``done``
+flushes everything received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from urllib.parse import urlsplit
+
+__all__ = ["add_parser", "addon_path", "mitmdump_args", "run"]
+
+
+def addon_path() -> str:
+    """The absolute path of the installed ``chatkit_trace/addon.py``."""
+    import chatkit_trace
+
+    return os.path.join(os.path.dirname(os.path.abspath(chatkit_trace.__file__)), "addon.py")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "record",
+        help="record a chat backend's traffic through mitmproxy (reverse proxy in front of --upstream)",
+        description=(
+            "Run mitmdump as a reverse proxy in front of UPSTREAM with the chatkit-trace addon: point the "
+            "chatkit UI (or its dev server's /api proxy) at http://HOST:PORT. Every SSE event and WebSocket "
+            "message is stored in the trace file as it passes; the stream is not delayed or altered. "
+            "Stop with Ctrl-C: everything received is flushed."
+        ),
+        epilog="Arguments after -- go to mitmdump unchanged (e.g. -- --set chatkit_max_db_mb=200 -v).",
+    )
+    p.add_argument("--profile", required=True, help="route profile: preset (openai, adk, a2a, hermes, myproto) or a TOML/JSON file")
+    p.add_argument("--upstream", required=True, metavar="URL", help="the backend, e.g. http://127.0.0.1:8000")
+    p.add_argument("--port", type=int, default=9000, help="port to listen on (default 9000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--db", default="chatkit-trace.db", help="trace file (created or appended to; default chatkit-trace.db)")
+    p.add_argument("--redact", default="", metavar="NAMES", help="extra header/parameter/field names to redact, comma-separated")
+    p.add_argument("--keep-secrets", action="store_true", help="store credentials as they are (no redaction)")
+    p.add_argument("--max-db-mb", type=int, default=0, metavar="MB", help="cap the trace size (oldest exchanges dropped)")
+    p.add_argument("--max-age", default="", metavar="AGE", help="keep only exchanges younger than AGE (e.g. 30m, 2h)")
+    p.add_argument("--web", action="store_true", help="run mitmweb (the web UI) instead of mitmdump")
+    p.add_argument("--fault", default=None, help=argparse.SUPPRESS)  # reserved: fault injection (later)
+    p.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(run=run)
+
+
+def mitmdump_args(args: argparse.Namespace) -> list[str]:
+    """The argument list ``record`` hands to mitmdump (tested on its own)."""
+    from .cli import UsageError
+
+    url = urlsplit(args.upstream)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UsageError(f"--upstream must be an http:// or https:// URL, not {args.upstream!r}")
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
+    if args.fault is not None:
+        raise UsageError("--fault is reserved for fault injection and not available yet")
+    extra = list(args.extra or [])
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    argv = [
+        "-s", addon_path(),
+        "--mode", f"reverse:{args.upstream}",
+        "--listen-host", args.host,
+        "-p", str(args.port),
+        "--set", "connection_strategy=lazy",
+        "--set", f"chatkit_profile={args.profile}",
+        "--set", f"chatkit_db={os.path.abspath(args.db)}",
+    ]
+    if args.redact:
+        argv += ["--set", f"chatkit_redact={args.redact}"]
+    if args.keep_secrets:
+        argv += ["--set", "chatkit_keep_secrets=true"]
+    if args.max_db_mb:
+        argv += ["--set", f"chatkit_max_db_mb={args.max_db_mb}"]
+    if args.max_age:
+        argv += ["--set", f"chatkit_max_age={args.max_age}"]
+    return argv + extra
+
+
+def run(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+
+    argv = mitmdump_args(args)
+    try:
+        from .capture.profiles import load_profile
+
+        load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
+    except ImportError:
+        pass
+    except Exception as err:  # ProfileError, FileNotFoundError …
+        raise UsageError(f"--profile {args.profile}: {err}") from None
+    from mitmproxy.tools import main
+
+    entry = main.mitmweb if args.web else main.mitmdump
+    print(
+        f"chatkit-trace: recording {args.upstream} on http://{args.host}:{args.port} into {os.path.abspath(args.db)} "
+        f"(profile {args.profile}); Ctrl-C to stop",
+        file=sys.stderr,
+    )
+    entry(argv)
+    return 0
