@@ -393,9 +393,17 @@ class _Replayer:
         identity = self._identity(value)
         fr.identity = identity
         fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
+        foreign = identity is not None and identity.session_id is not None and identity.session_id != s.session_id
         decoded = s.decoder.decode(
             value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
         )
+        if foreign and not stopped and decoded.error is None:
+            # An event of another session on this run's stream (e.g. an A2A
+            # contextId that differs): the Core rejects it wrong-session (R11.5).
+            fr.state = "wrong-session"
+            for fact in decoded.facts:
+                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
+            return
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
             fr.shadow = list(decoded.facts)

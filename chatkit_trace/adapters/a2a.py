@@ -79,11 +79,11 @@ Decisions (also ``docs/decisions.md``, Adapters)
   state (crash frame aside, which is a JSON-RPC error) decodes to nothing
   terminal (R3.4).
 * contextId (R11.5): ``identify_event`` returns ``session_id=contextId`` so
-  the factory's ``route()`` keeps other conversations' events out; on a
-  direct stream ``decode_event`` raises :class:`ContextMismatch` (a decode
-  error that ends the read, R2.5), because a direct stream belongs to one
-  task of one context; a caller that admits such events under their own
-  session (so the Core says wrong-session) sets ``check_context = False``.
+  the factory's ``route()`` keeps other conversations' events out, and the
+  pipeline admits a direct stream's foreign event under its own session so
+  the Core says wrong-session (CK501).  ``check_context = True`` makes
+  ``decode_event`` raise :class:`ContextMismatch` instead (a decode error
+  that ends the read, R2.5), for callers without that check.
   History skips tasks of other contexts.
 * History order: per task, ``history`` (user messages and superseded status
   messages), then ``artifacts``, then the current ``status.message`` - the
@@ -474,7 +474,7 @@ class A2AProtocol(AdapterProtocol):
     #: A caller that checks ``identify_event``'s session itself and admits such
     #: events under their own session (so the Core rejects them wrong-session)
     #: sets this to False.
-    check_context: bool = True
+    check_context: bool = False
 
     def __init__(self, version: str = "1.0") -> None:
         if version not in METHODS:

@@ -118,17 +118,21 @@ def test_final_alone_is_never_a_conclusion() -> None:
 
 
 def test_context_mismatch_is_not_admitted() -> None:
+    """The pipeline checks identify_event's contextId and admits a foreign
+    event under its own session (the Core says wrong-session, CK501), so the
+    adapter decodes leniently by default; check_context=True makes a direct
+    stream's decoder refuse it instead (a decode error ends the read, R2.5)."""
     values = events(load("v10-text.stream.sse"))
     adapter = create_adapter(A2AProtocol(), subscribe=True)
-    direct = adapter.decoder("other-session").decode(values[1], run_id="r", fallback_id="0:1")
-    assert direct.facts == [] and "ContextMismatch" in direct.error  # ends the read (R2.5)
     routed = adapter.decoder("other-session").route(values[1], fallback_id="0:1")
     assert routed.facts == [] and routed.identity.session_id == context_of(values)
-    lenient = A2AProtocol()
-    lenient.check_context = False  # for a caller that checks identify_event's session itself
-    assert lenient.decode_event(values[1], DecodeContext("other-session", "r"))
+    assert A2AProtocol().decode_event(values[1], DecodeContext("other-session", "r"))
+    strict = A2AProtocol()
+    strict.check_context = True
+    direct = create_adapter(strict).decoder("other-session").decode(values[1], run_id="r", fallback_id="0:1")
+    assert direct.facts == [] and "ContextMismatch" in direct.error
     with pytest.raises(ContextMismatch):
-        A2AProtocol().decode_event(values[1], DecodeContext("other-session", "r"))
+        strict.decode_event(values[1], DecodeContext("other-session", "r"))
 
 
 def test_odd_frames() -> None:

@@ -209,9 +209,17 @@ def test_the_suite_ran_every_scenario_adk_can_do():
     ]
 
 
-def test_stock_adk_never_completes():
-    """Without the run.completed extension frame nothing concludes a run (R3.4)."""
-    report = run_scenario(harness(extension=False, timeout=0.3), "text")
+def test_stock_adk_completes_only_through_history():
+    """Without the run.completed extension frame nothing in the stream concludes
+    a run (R3.4): the runtime's recovery read of history settles it, and
+    without a history capability nothing can."""
+    assert not run_scenario(harness(extension=False, timeout=1.0), "text").failures
+
+    def make(kind: str) -> Any:
+        b = ScriptedADK(kind, extension=False)
+        return create_adapter(ADKProtocol(APP, "u1", pin_invocation_id=True), run=b.run, abort=b.abort)
+
+    report = run_scenario(ConformanceHarness(make, lambda t: {"text": t}, timeout=0.3), "text")
     assert report.failed_rules == {"R3.4"}, [str(c) for c in report.failures]
 
 

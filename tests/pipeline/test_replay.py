@@ -134,3 +134,18 @@ def test_subscription_routes_passive_runs_and_rejects_unknown_runs():
     assert frames[2].facts[0].result.reason is R.RUN_NOT_FOUND
     snap = r.sessions["s1"].core.snapshot
     assert snap.run("p1").origin == "remote" and snap.run("p1").status == "completed"
+
+
+def test_a_direct_stream_event_of_another_session_is_rejected_wrong_session():
+    from chatkit_trace.adapters import EventIdentity
+
+    class Foreign(MyProtocol):
+        def identify_event(self, event):
+            return EventIdentity("r1", session_id=event.get("ctx")) if isinstance(event, dict) and event.get("ctx") else None
+
+    events = TEXT[:2] + [{"type": "text", "text": "elsewhere", "ctx": "s2"}] + TEXT[2:]
+    r = replay([run_exchange(0, "r1", events)], create_adapter(Foreign()))
+    frame = r.exchanges[0].frames[2]
+    assert frame.state == "wrong-session"
+    assert [f.result.reason for f in frame.facts] == [R.WRONG_SESSION]
+    assert r.sessions["s1"].core.snapshot.message("assistant:r1").parts[0].text == "Hi there"
