@@ -450,3 +450,18 @@ def test_event_known() -> None:
     assert all(proto.event_known(v) for n in names for v in sse_values(load(n)))
     assert not proto.event_known({"event": "response.created"})
     assert not proto.event_known(DONE)
+
+
+def test_two_subscribers_split_the_run() -> None:
+    """Hermes' event queue is not a broadcast: each subscriber sees part of the
+    text, only one sees the conclusion; the other ends at `: stream closed`
+    with the run still running (R3.4) until the status read settles it."""
+    a = decode(sse_values(load("runs_two_subscribers.events_a.sse")))
+    b = decode(sse_values(load("runs_two_subscribers.events_b.sse")))
+    assert a.violations == b.violations == []
+    assert (a.status, b.status) == ("running", "interrupted")
+    assert a.messages()[1]["parts"] == [text("text:0", "tick0 tick1 tick3 ")]
+    assert b.messages()[1]["parts"] == [text("text:0", "tick2 ")]
+    snap = HermesProtocol().decode_status(json.loads(load("runs_two_subscribers.status.json")))
+    assert a.core.calibrate_run(run_id=a.run_id, status=snap.status).accepted
+    assert a.status == "interrupted"

@@ -122,6 +122,9 @@ def session_events(kind: str, run_id: str, message: str) -> list[tuple[str, dict
     ]
 
 
+BACKENDS: list[Backend] = []
+
+
 class Backend:
     """One scripted hermes-agent API server acting out scenario ``kind``."""
 
@@ -130,6 +133,8 @@ class Backend:
         self.rows: list[dict[str, Any]] = []  # the SessionDB of /api/sessions/{id}/messages
         self.ids = itertools.count(1)
         self.stops: dict[str, asyncio.Event] = {}
+        self.run_ids: list[str] = []  # the runtime's run ids, used as Hermes run_ids
+        BACKENDS.append(self)
 
     def _store(self, role: str, **row: Any) -> None:
         self.rows.append({"id": next(self.ids), "role": role, **row})
@@ -144,9 +149,10 @@ class Backend:
             yield f"data: {json.dumps(end)}\n\n".encode()
         yield b": stream closed\n\n"
 
-    def _store_turn(self, text: str) -> str:
+    def _store_turn(self, text: str, run_id: str) -> str:
         """What Hermes' SessionDB keeps of a turn: the user row, and the answer unless it failed."""
         kind = "text" if self.kind == "regenerate" else self.kind
+        self.run_ids.append(run_id)
         self._store("user", content=text)
         if kind in ("text", "tool"):
             for row in transcript(kind):
@@ -154,7 +160,7 @@ class Backend:
         return kind
 
     async def run(self, req: RunRequest) -> Response:  # POST /v1/runs + GET /v1/runs/{id}/events
-        kind = self._store_turn(req.body["input"])
+        kind = self._store_turn(req.body["input"], req.run_id)
         slow = kind == "slow"
         if slow:
             self.stops[req.run_id] = asyncio.Event()
@@ -165,12 +171,10 @@ class Backend:
             {"content-type": "text/event-stream"},
         )
 
-    async def session_stream(
-        self, req: RunRequest
-    ) -> Response:  # POST /api/sessions/{id}/chat/stream
-        events = session_events(
-            self._store_turn(input_text(req.body)), req.run_id, input_text(req.body)
-        )
+    async def session_stream(self, req: RunRequest) -> Response:
+        """POST /api/sessions/{id}/chat/stream"""
+        text = input_text(req.body)
+        events = session_events(self._store_turn(text, req.run_id), req.run_id, text)
         blocks = [f"event: {n}\ndata: {json.dumps(p)}\n\n" for n, p in events]
         return Response(200, self._sse(blocks), {"content-type": "text/event-stream"})
 
@@ -219,10 +223,8 @@ def test_history_refresh_is_not_isomorphic_by_design() -> None:
     report = run_scenario(harness, "history")
     (failure,) = report.failures
     assert failure.rule == "R8.4"
-    live_id, history_ids = "assistant:conformance-text:run-1", ["assistant:2", "user:1"]
-    assert (
-        f"assistant message {live_id!r} is not in history (ids: {history_ids})" in failure.message
-    )
+    live_id, history_ids = f"assistant:{BACKENDS[-1].run_ids[0]}", ["assistant:2", "user:1"]
+    assert f"message {live_id!r} is not in history (ids: {history_ids})" in failure.message
 
 
 def test_session_stream_surface() -> None:
@@ -231,9 +233,9 @@ def test_session_stream_surface() -> None:
     for kind in ("text", "tool"):
         failures = run_scenario(harness, kind).failures
         assert [f.rule for f in failures] == ["R8.4"], failures
+        live_id = f"msg_{BACKENDS[-1].run_ids[0]}"  # the server's message_id
         assert (
-            f"'msg_conformance-{kind}:run-1' is not in history (ids: ['assistant:2', 'user:1'])"
-            in failures[0].message
+            f"{live_id!r} is not in history (ids: ['assistant:2', 'user:1'])" in failures[0].message
         )
     fail = run_scenario(harness, "fail")
     assert {f.rule for f in fail.failures} == {"R5.3"}

@@ -199,3 +199,21 @@ def test_runs_with_encoded_input_and_history(hermes_peer: HermesServer, what: st
     decode(hermes_peer.run_events(rid2).body, "Again. scenario:text", rid2, sid)
     rows = hermes_peer.session_messages(sid).json()["data"]
     assert [r["role"] for r in rows if r["role"] == "user"] == ["user", "user"]
+
+
+def test_runs_two_subscribers(hermes_peer: HermesServer) -> None:
+    """Two subscribers split one run's events; exactly one sees the conclusion,
+    the other stays running (R3.4) until the status read settles it."""
+    ex = hermes_peer.scenario("runs_two_subscribers")
+    rid = ex.ids["run_id"]
+    runs = [
+        decode(ex[s].body, HermesServer.TEXTS["two_subscribers"], rid)
+        for s in ("events_a", "events_b")
+    ]
+    assert sorted(r.status for r in runs) == ["interrupted", "running"]
+    ticks = [e["delta"] for r in runs for e in r.events if e["event"] == "message.delta"]
+    assert sorted(ticks, key=lambda t: int(t[4:])) == [f"tick{i} " for i in range(len(ticks))]
+    snap = PROTO.decode_status(ex["status"].json(), "s", rid)
+    assert snap.status == "interrupted"
+    lagging = next(r for r in runs if r.status == "running")
+    assert lagging.core.calibrate_run(run_id=rid, status=snap.status).accepted
