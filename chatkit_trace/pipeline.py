@@ -185,6 +185,7 @@ class _Replayer:
         self.capabilities = frozenset(capabilities) if capabilities is not None else adapter.capabilities
         self.out = Replay()
         self._seq = 0
+        self._foreign: dict[str, SessionDecoder] = {}
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -393,17 +394,20 @@ class _Replayer:
         identity = self._identity(value)
         fr.identity = identity
         fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
-        foreign = identity is not None and identity.session_id is not None and identity.session_id != s.session_id
+        if identity is not None and identity.session_id is not None and identity.session_id != s.session_id and not stopped:
+            # An event of another session on this run's stream (e.g. an A2A
+            # contextId that differs): decoded apart, so it cannot disturb this
+            # run's decode state, and rejected wrong-session by the Core (R11.5).
+            fr.state = "wrong-session"
+            foreign = self._foreign_decoder(identity.session_id).decode(
+                value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
+            )
+            for fact in foreign.facts:
+                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
+            return
         decoded = s.decoder.decode(
             value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
         )
-        if foreign and not stopped and decoded.error is None:
-            # An event of another session on this run's stream (e.g. an A2A
-            # contextId that differs): the Core rejects it wrong-session (R11.5).
-            fr.state = "wrong-session"
-            for fact in decoded.facts:
-                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
-            return
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
             fr.shadow = list(decoded.facts)
@@ -424,6 +428,12 @@ class _Replayer:
             rec.concluded = True
         elif fr.end_marker and rec.end_marker_frame is None:
             rec.end_marker_frame = frame.index
+
+    def _foreign_decoder(self, session_id: str) -> SessionDecoder:
+        dec = self._foreign.get(session_id)
+        if dec is None:
+            dec = self._foreign[session_id] = self.adapter.decoder(session_id)
+        return dec
 
     def _known(self, value: Any) -> bool:
         try:
@@ -457,8 +467,10 @@ class _Replayer:
         if exchange.index not in run_rec.exchanges:
             run_rec.exchanges.append(exchange.index)
         if ident.session_id is not None and ident.session_id != s.session_id:
-            # Decode it for the record and let the Core reject it (R11.5, CK501).
-            shadow = s.decoder.decode(value, run_id=ident.run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}")
+            # Decode it apart and let the Core reject it (R11.5, CK501).
+            shadow = self._foreign_decoder(ident.session_id).decode(
+                value, run_id=ident.run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
+            )
             for fact in shadow.facts:
                 fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id))
             if not shadow.facts:
