@@ -79,6 +79,8 @@ identify_event: ``run_id``; ``starts_run`` on ``run.started``;
 ``run.completed`` carry Hermes' *effective* session, which differs from the
 URL's after a context compression, and routing on it would drop the run's end.
 event_sequence: ``seq`` (session stream) as the source sequence.
+event_known: every event name of both surfaces (those decoding to nothing,
+like ``done`` or ``reasoning.available``, are known, not CK406).
 
 Where the real server departs from SPEC R11.4's table
 ----------------------------------------------------
@@ -88,7 +90,10 @@ or sequence; a stop ends with ``run.cancelled``.  The session stream has
 an answer (``assistant.completed`` with the error text, then
 ``run.completed``; decoded as completed, the truth of the wire) and ``done``
 follows every end.  The table's frames are still decoded when a backend adds
-them (``run.started``/``run.interrupted``/``done`` on ``/v1/runs``).
+them (``run.started``/``run.interrupted``/``done`` on ``/v1/runs``).  The
+events endpoint is a queue, not a broadcast: two subscribers split the
+events and only one gets the conclusion (the other ends at ``: stream
+closed`` or hangs; its run stays running until the status read settles it).
 
 Decisions
 ---------
