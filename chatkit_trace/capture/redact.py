@@ -1,0 +1,458 @@
+"""Redaction before anything is stored (mitmproxy.md section 3).
+
+Always on **copies**: the flow's headers, URL and bodies are never touched,
+so what goes upstream and back to the client is exactly what was sent
+(assigning to ``flow.request.headers`` would change the traffic).
+
+On by default (:class:`~chatkit_trace.capture.profiles.RedactConfig`, opt
+out with ``keep_secrets = true``):
+
+* headers: Authorization, Proxy-Authorization, Cookie, Set-Cookie,
+  X-Api-Key, Api-Key, X-Auth-Token, X-Goog-Api-Key … and any header whose
+  name ends in ``api-key``, ``token``, ``secret``, ``password`` or
+  ``credential(s)``;
+* query parameters and JSON / form body fields (at any depth) named like a
+  secret: ``api_key``, ``apikey``, ``token``, ``access_token``,
+  ``refresh_token``, ``password``, ``secret``, ``client_secret``,
+  ``authorization`` … or ending in ``api_key``, ``secret``, ``password``,
+  ``_token`` variants such as ``access_token``/``id_token`` (names are
+  compared lower-case with ``-``, ``_`` and ``.`` removed, so ``apiKey``,
+  ``API-KEY`` and ``api_key`` are one name).  Counters such as
+  ``max_tokens`` or ``pageToken`` are *not* secrets and stay;
+* URL user-info passwords (``https://user:pass@host``);
+* plus every name the user lists.
+
+Values become ``[REDACTED]``; what stays readable helps diagnosis: the
+Authorization scheme (``Bearer [REDACTED]``), cookie names, Set-Cookie
+attributes, and empty values (``""``/``null``: nothing to hide).  A body
+that needed no change is returned as the same object (byte-identical);
+a JSON body that changed is re-serialised compactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote_plus
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..trace import Exchange
+    from .profiles import RedactConfig
+
+__all__ = [
+    "REDACTED",
+    "DEFAULT_HEADERS",
+    "DEFAULT_NAMES",
+    "Redactor",
+    "is_secret_name",
+    "redact_exchange",
+]
+
+REDACTED = "[REDACTED]"
+_MARK_Q = quote(REDACTED)
+
+#: Header names redacted by default (lower case).
+DEFAULT_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "api-key",
+        "apikey",
+        "x-auth-token",
+        "x-access-token",
+        "x-refresh-token",
+        "x-session-token",
+        "x-csrf-token",
+        "x-xsrf-token",
+        "x-goog-api-key",
+        "x-amz-security-token",
+        "ocp-apim-subscription-key",
+        "authentication",
+        "x-authorization",
+        "proxy-authenticate-info",
+    }
+)
+_HEADER_SUFFIXES = ("apikey", "token", "secret", "password", "passwd", "credential", "credentials")
+
+#: Query / body field names redacted by default (normalised: lower case, no ``-_.``).
+DEFAULT_NAMES = frozenset(
+    {
+        "apikey",
+        "xapikey",
+        "token",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authtoken",
+        "sessiontoken",
+        "bearertoken",
+        "apitoken",
+        "securitytoken",
+        "password",
+        "passwd",
+        "pwd",
+        "passphrase",
+        "secret",
+        "clientsecret",
+        "secretkey",
+        "secretaccesskey",
+        "privatekey",
+        "authorization",
+        "credentials",
+        "credential",
+        "cookie",
+        "setcookie",
+        "xamzsignature",
+        "xamzsecuritytoken",
+        "xamzcredential",
+        "xgoogapikey",
+        "subscriptionkey",
+    }
+)
+_NAME_SUFFIXES = (
+    "apikey",
+    "secret",
+    "password",
+    "passwd",
+    "accesstoken",
+    "refreshtoken",
+    "idtoken",
+    "authtoken",
+    "sessiontoken",
+    "bearertoken",
+    "apitoken",
+    "privatekey",
+    "secretkey",
+)
+#: Query-only names (short names APIs really use in URLs: Google ``key=``, Azure SAS ``sig=``).
+_QUERY_ONLY = frozenset({"key", "sig", "signature", "code", "accesskey"})
+
+_NORM = str.maketrans("", "", "-_. ")
+
+
+def _norm(name: str) -> str:
+    return name.lower().translate(_NORM)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a query parameter / body field name looks like a secret (the defaults)."""
+    n = _norm(name)
+    return n in DEFAULT_NAMES or n.endswith(_NAME_SUFFIXES)
+
+
+def _is_secret_header(lname: str) -> bool:
+    return lname in DEFAULT_HEADERS or _norm(lname).endswith(_HEADER_SUFFIXES)
+
+
+_AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*)\s+\S")
+
+
+class Redactor:
+    """Redacts copies of headers, URLs, bodies and exchanges (module docstring).
+
+    Build it once (from a profile's ``redact`` config) and reuse it: every
+    method is a pure function of its arguments and never mutates them.
+    """
+
+    __slots__ = ("keep_secrets", "_headers", "_query", "_fields", "_defaults", "_field_re")
+
+    def __init__(self, config: RedactConfig | None = None) -> None:
+        if config is None:
+            from .profiles import RedactConfig
+
+            config = RedactConfig()
+        self.keep_secrets = config.keep_secrets
+        self._defaults = not config.keep_secrets
+        names = {_norm(n) for n in config.names}
+        self._headers = frozenset(h.lower() for h in [*config.headers, *config.names]) | frozenset(
+            _norm(h) for h in [*config.headers, *config.names]
+        )
+        self._query = frozenset(_norm(q) for q in config.query) | names
+        self._fields = frozenset(_norm(f) for f in config.fields) | names
+        self._field_re = self._fallback_regex()
+
+    @classmethod
+    def from_config(cls, config: RedactConfig | None = None, extra: str | Sequence[str] | None = None) -> Redactor:
+        """A redactor from a profile's config plus the addon's ``chatkit_redact`` names."""
+        if extra:
+            from .profiles import RedactConfig
+
+            config = (config or RedactConfig()).extend(extra)
+        return cls(config)
+
+    # -- names ---------------------------------------------------------------------------
+
+    def header_is_secret(self, name: str) -> bool:
+        lname = name.lower()
+        if lname in self._headers or _norm(lname) in self._headers:
+            return True
+        return self._defaults and _is_secret_header(lname)
+
+    def query_is_secret(self, name: str) -> bool:
+        n = _norm(name)
+        if n in self._query:
+            return True
+        return self._defaults and (n in DEFAULT_NAMES or n in _QUERY_ONLY or n.endswith(_NAME_SUFFIXES))
+
+    def field_is_secret(self, name: str) -> bool:
+        n = _norm(name)
+        if n in self._fields:
+            return True
+        return self._defaults and (n in DEFAULT_NAMES or n.endswith(_NAME_SUFFIXES))
+
+    # -- headers ---------------------------------------------------------------------------
+
+    def redact_headers(self, pairs: Iterable[tuple[Any, Any]] | None) -> list[tuple[Any, Any]]:
+        """A redacted copy of header ``(name, value)`` pairs (str or bytes, kept as given)."""
+        out: list[tuple[Any, Any]] = []
+        for name, value in pairs or ():
+            sname = name.decode("latin-1") if isinstance(name, bytes) else str(name)
+            if not self.header_is_secret(sname):
+                out.append((name, value))
+                continue
+            sval = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            new = _redact_header_value(sname.lower(), sval)
+            out.append((name, new.encode("latin-1") if isinstance(value, bytes) else new))
+        return out
+
+    # -- URLs ----------------------------------------------------------------------------
+
+    def redact_url(self, url: str) -> str:
+        """The URL with secret query parameters (and a user-info password) redacted."""
+        if not url:
+            return url
+        out = url
+        scheme = out.find("://")
+        if scheme >= 0:
+            slash = out.find("/", scheme + 3)
+            authority_end = len(out) if slash < 0 else slash
+            q = out.find("?", scheme + 3)
+            if 0 <= q < authority_end:
+                authority_end = q
+            authority = out[scheme + 3 : authority_end]
+            at = authority.rfind("@")
+            if at >= 0 and ":" in authority[:at] and (self._defaults or self._query):
+                user = authority[:at].split(":", 1)[0]
+                out = out[: scheme + 3] + f"{user}:{_MARK_Q}" + authority[at:] + out[authority_end:]
+        q = out.find("?")
+        if q < 0:
+            return out
+        h = out.find("#", q)
+        query = out[q + 1 : h] if h >= 0 else out[q + 1 :]
+        new = self._redact_pairs(query, self.query_is_secret)
+        if new is query:
+            return out
+        return out[: q + 1] + new + (out[h:] if h >= 0 else "")
+
+    def _redact_pairs(self, query: str, secret: Any) -> str:
+        """``a=1&b=2`` with secret names' values replaced; other bytes untouched."""
+        if not query:
+            return query
+        parts = query.split("&")
+        changed = False
+        for i, pair in enumerate(parts):
+            name, eq, value = pair.partition("=")
+            if not eq or not value:
+                continue
+            try:
+                key = unquote_plus(name)
+            except Exception:  # noqa: BLE001 - a broken escape is just a name
+                key = name
+            if secret(key):
+                parts[i] = f"{name}={REDACTED}"
+                changed = True
+        return "&".join(parts) if changed else query
+
+    # -- bodies ----------------------------------------------------------------------------
+
+    def redact_body(self, body: bytes | None, content_type: str | None = None) -> bytes | None:
+        """A redacted copy of a body: JSON field-wise at any depth, form bodies
+        pair-wise, NDJSON line by line; anything else unchanged.  Never raises;
+        returns ``body`` itself when nothing needed redacting."""
+        if not body:
+            return body
+        try:
+            return self._redact_body(body, (content_type or "").lower())
+        except Exception:  # noqa: BLE001 - redaction must never break capture
+            return body
+
+    def _redact_body(self, body: bytes, ctype: str) -> bytes:
+        if isinstance(body, str):  # tolerate text
+            out = self._redact_body(body.encode("utf-8", "surrogatepass"), ctype)
+            return out  # type: ignore[return-value]
+        if "x-www-form-urlencoded" in ctype:
+            try:
+                text = body.decode("ascii")
+            except UnicodeDecodeError:
+                text = body.decode("latin-1")
+            new = self._redact_pairs(text, self.field_is_secret)
+            return body if new is text else new.encode("latin-1")
+        if "ndjson" in ctype or "jsonl" in ctype or "json-seq" in ctype:
+            lines = body.split(b"\n")
+            changed = False
+            for i, line in enumerate(lines):
+                if line.strip():
+                    new_line = self._redact_json(line, strict=True)
+                    if new_line is not line:
+                        lines[i], changed = new_line, True
+            return b"\n".join(lines) if changed else body
+        json_type = "json" in ctype
+        if json_type or (not ctype or ctype.startswith("text/plain")) and body.lstrip()[:1] in (b"{", b"["):
+            return self._redact_json(body, strict=json_type)
+        return body
+
+    def _redact_json(self, body: bytes, *, strict: bool) -> bytes:
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):
+            return self._redact_text_fallback(body)
+        if not isinstance(doc, dict | list):
+            return body
+        changed = self._walk(doc)
+        if not changed:
+            return body
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+    def redact_json_value(self, doc: Any) -> tuple[Any, bool]:
+        """A redacted deep copy of a parsed JSON value, and whether anything changed."""
+        copy = json.loads(json.dumps(doc))
+        changed = self._walk(copy)
+        return (copy, True) if changed else (doc, False)
+
+    def _walk(self, doc: Any) -> bool:
+        """Redact secret-named fields of ``doc`` (a fresh parse: mutated in place)."""
+        changed = False
+        stack = [doc]
+        secret = self.field_is_secret
+        while stack:
+            cur = stack.pop()
+            if isinstance(cur, dict):
+                for k, v in cur.items():
+                    if secret(k):
+                        if v is None or v == "" or v == REDACTED:
+                            continue
+                        cur[k] = REDACTED
+                        changed = True
+                    elif isinstance(v, dict | list):
+                        stack.append(v)
+            else:
+                for v in cur:
+                    if isinstance(v, dict | list):
+                        stack.append(v)
+        return changed
+
+    def _fallback_regex(self) -> re.Pattern[bytes] | None:
+        return re.compile(rb'"((?:[^"\\]|\\.){1,200})"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+
+    def _redact_text_fallback(self, body: bytes) -> bytes:
+        """For JSON-looking bodies that do not parse (cut short, NaN …): string fields by pattern."""
+        regex = self._field_re
+        if regex is None:
+            return body
+        changed = False
+
+        def sub(m: re.Match[bytes]) -> bytes:
+            nonlocal changed
+            try:
+                key = json.loads(b'"' + m.group(1) + b'"')
+            except ValueError:
+                return m.group(0)
+            if not self.field_is_secret(key) or not m.group(3) or m.group(3) == REDACTED.encode():
+                return m.group(0)
+            changed = True
+            return b'"' + m.group(1) + b'"' + m.group(2) + b'"' + REDACTED.encode() + b'"'
+
+        new = regex.sub(sub, body)
+        return new if changed else body
+
+    # -- exchanges -------------------------------------------------------------------------
+
+    def redact_exchange(self, ex: Exchange) -> Exchange:
+        """A redacted copy of an exchange (the input is not changed).
+
+        URL, request and response headers and bodies are redacted; so are
+        client-to-server WebSocket messages that are JSON (an auth message is
+        a common first frame) and ``body`` frames (a whole JSON response, the
+        same bytes as the response body).  Streamed server events are left as
+        they are: they are the recording's source of truth.  ``notes["redacted"]`` lists
+        what was redacted (names only, never values).
+        """
+        where: list[str] = []
+        url = self.redact_url(ex.url)
+        if url != ex.url:
+            where.append("url")
+        req_h = self.redact_headers(ex.request_headers)
+        where += [f"request.header:{k.lower()}" for (k, v), (_, v2) in zip(ex.request_headers, req_h, strict=True) if v != v2]
+        resp_h = self.redact_headers(ex.response_headers)
+        where += [f"response.header:{k.lower()}" for (k, v), (_, v2) in zip(ex.response_headers, resp_h, strict=True) if v != v2]
+        req_b = self.redact_body(ex.request_body, ex.header("content-type"))
+        if req_b is not ex.request_body and req_b != ex.request_body:
+            where.append("request.body")
+        resp_b = self.redact_body(ex.response_body, ex.header("content-type", response=True))
+        if resp_b is not ex.response_body and resp_b != ex.response_body:
+            where.append("response.body")
+        frames = ex.frames
+        resp_ct = ex.header("content-type", response=True) or "application/json"
+        if any((f.direction == "out" or f.transport == "body") and f.text for f in frames):
+            frames = list(frames)
+            for i, f in enumerate(frames):
+                if not f.text:
+                    continue
+                if f.transport == "body" and f.direction == "in":
+                    # a whole JSON response as a frame: the response body, redacted alike
+                    raw = f.text.encode("utf-8", "surrogatepass")
+                    new = self.redact_body(raw, resp_ct)
+                elif f.direction == "out" and f.text.lstrip()[:1] in ("{", "["):
+                    raw = f.text.encode("utf-8", "surrogatepass")
+                    new = self._redact_json(raw, strict=True)
+                else:
+                    continue
+                if new is not raw and new != raw:
+                    frames[i] = replace(
+                        f, text=new.decode("utf-8", "surrogatepass"), raw=None if f.raw is None else new,
+                        end=None if f.start is None else f.start + len(new),
+                    )
+                    where.append(f"frame:{f.index}")
+        if not where:
+            return replace(ex, frames=list(ex.frames), notes=dict(ex.notes))
+        notes = {**ex.notes, "redacted": where}
+        return replace(
+            ex,
+            url=url,
+            request_headers=req_h,
+            response_headers=resp_h,
+            request_body=req_b,
+            response_body=resp_b,
+            frames=frames if frames is not ex.frames else list(frames),
+            notes=notes,
+        )
+
+
+def _redact_header_value(lname: str, value: str) -> str:
+    if not value:
+        return value
+    if lname in ("authorization", "proxy-authorization", "x-authorization", "authentication"):
+        m = _AUTH_SCHEME.match(value)
+        return f"{m.group(1)} {REDACTED}" if m else REDACTED
+    if lname == "cookie":
+        out = []
+        for part in value.split(";"):
+            name, eq, _ = part.strip().partition("=")
+            out.append(f"{name}={REDACTED}" if eq else REDACTED)
+        return "; ".join(out)
+    if lname == "set-cookie":
+        first, sep, attrs = value.partition(";")
+        name, eq, _ = first.strip().partition("=")
+        return (f"{name}={REDACTED}" if eq else REDACTED) + (sep + attrs if sep else "")
+    return REDACTED
+
+
+def redact_exchange(ex: Exchange, config: RedactConfig | None = None) -> Exchange:
+    """:meth:`Redactor.redact_exchange` with a redactor built from ``config`` (defaults on)."""
+    return Redactor(config).redact_exchange(ex)
