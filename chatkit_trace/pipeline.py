@@ -40,6 +40,7 @@ from typing import Any
 
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
+    ABSENT,
     AbortRequest,
     ChatCore,
     CommandResult,
@@ -186,6 +187,9 @@ class _Replayer:
         self.out = Replay()
         self._seq = 0
         self._foreign: dict[str, SessionDecoder] = {}
+        protocol = adapter.protocol
+        self._has_identity = protocol.implements("identify_event")
+        self._has_known = protocol.implements("event_known")
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -344,7 +348,7 @@ class _Replayer:
             s.core.calibrate_run(
                 run_id=run_id,
                 status=snap.status,
-                error=None if snap.error is None else snap.error,
+                error=None if snap.error is ABSENT else snap.error,
                 interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
             )
             self._note_settled(s, "status", exchange.started_at)
@@ -383,7 +387,6 @@ class _Replayer:
             return
         if frame.error is not None:
             fr.error = frame.error  # e.g. invalid UTF-8 that JSON still parsed
-        fr.event_type = _event_type(value)
         if cap == "subscribe":
             self.route(s, exchange, frame, fr, value)
             return
@@ -421,6 +424,8 @@ class _Replayer:
             rec.reader_stop = ("error", frame.index)
             return
         fr.unknown = not decoded.updates and value is not DONE and not self._known(value)
+        if fr.unknown:
+            fr.event_type = _event_type(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
         if decoded.terminal:
@@ -436,17 +441,18 @@ class _Replayer:
         return dec
 
     def _known(self, value: Any) -> bool:
+        if not self._has_known:
+            return False
         try:
             return bool(self.adapter.protocol.event_known(value))
         except Exception:  # noqa: BLE001
             return False
 
     def _identity(self, value: Any) -> EventIdentity | None:
-        protocol = self.adapter.protocol
-        if value is DONE or not protocol.implements("identify_event"):
+        if value is DONE or not self._has_identity:
             return None
         try:
-            return protocol.identify_event(value)
+            return self.adapter.protocol.identify_event(value)
         except Exception:  # noqa: BLE001
             return None
 
@@ -458,6 +464,7 @@ class _Replayer:
             fr.state, fr.error = "error", decoded.error
             return
         if ident is None:
+            fr.event_type = _event_type(value)
             fr.state = "unrouted" if value is not DONE else "empty"
             fr.end_marker = value is DONE
             return
@@ -482,6 +489,8 @@ class _Replayer:
         if ident.starts_run and s.core.run_view(ident.run_id) is None:
             s.core.register_run(run_id=ident.run_id, at=frame.at * 1000.0)
         fr.unknown = not decoded.updates and not self._known(value)
+        if fr.unknown:
+            fr.event_type = _event_type(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
 

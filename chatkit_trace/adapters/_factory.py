@@ -161,7 +161,10 @@ class SessionDecoder:
             else:
                 seen.add(event_id)
         protocol = self.adapter.protocol
-        ctx = DecodeContext(self.session_id, run_id, event_id, self.state(run_id), source)
+        # A run whose reader ended at its terminal keeps no state: later frames
+        # (decoded only in the shadow) get a throwaway dict (R2.7).
+        state = {} if run_id in self.finished and run_id not in self._state else self.state(run_id)
+        ctx = DecodeContext(self.session_id, run_id, event_id, state, source)
         try:
             raw = protocol.decode_event(event, ctx)
             updates = [update_from_json(u) for u in raw or ()]

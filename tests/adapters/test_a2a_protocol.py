@@ -258,3 +258,32 @@ def test_states_without_a_real_scenario(state: str, outcome) -> None:
     updates = A2AProtocol().decode_event(event, DecodeContext("s", "r"))
     got = [(u.type, getattr(u, "error", None) or getattr(u, "reason", None)) for u in updates]
     assert got == ([outcome] if outcome else [])
+
+
+def test_appended_text_chunks_grow_by_deltas_and_equal_a_full_rebuild() -> None:
+    """The streaming fast path (O(chunk) per append) gives what rebuilding
+    every segment gives (history decodes the same artifact in one piece)."""
+    from chatkit_trace.adapters import DeltaUpdate, MessageUpdate
+
+    def update(i: int, append: bool) -> dict:
+        return {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "kind": "artifact-update",
+                "taskId": "t",
+                "contextId": "s",
+                "append": append,
+                "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": f"w{i} "}]},
+            },
+        }
+
+    proto, ctx = A2AProtocol(), DecodeContext("s", "r")
+    kinds = []
+    for i in range(300):
+        kinds += [type(u) for u in proto.decode_event(update(i, i > 0), ctx)]
+    assert kinds[0] is MessageUpdate and set(kinds[1:]) == {DeltaUpdate}
+    book = ctx.state["book"] if "book" in ctx.state else next(v for v in ctx.state.values() if hasattr(v, "_build"))
+    rebuilt = book._build("artifact:t:a", "r")
+    assert book.built["artifact:t:a"] == rebuilt
+    assert rebuilt.parts[0].text == "".join(f"w{i} " for i in range(300))
