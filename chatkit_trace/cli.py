@@ -19,6 +19,7 @@ from .core import ChatkitTraceError
 COMMANDS: dict[str, str] = {
     "admit": "chatkit_trace.admit",
     "demo": "chatkit_trace.demo",
+    "demo-backend": "chatkit_trace.demo_backend",
     "record": "chatkit_trace.recordcmd",
     "addon-path": "chatkit_trace.recordcmd_path",
     "check": "chatkit_trace.checkcmd",

@@ -1,25 +1,314 @@
-"""``chatkit-trace demo``: the whole product on a built-in default.
+"""``chatkit-trace demo``: the whole product on a built-in default, in a few seconds.
 
-Until the recorder and the demo backend exist, the demo admits the bundled
-Core script ``data/demo.jsonl`` and prints what the Core did with each line.
+1. starts the demo backend (:mod:`chatkit_trace.demo_backend`, aiohttp on
+   127.0.0.1, a free port): the seed's example protocol with resume, history,
+   stop, a session subscription and bugs switched on per session;
+2. starts the recording proxy in front of it: ``chatkit-trace record
+   --profile myproto`` (mitmdump with the real addon) as a subprocess on a
+   free port;
+3. plays the demo sessions through the proxy with a real HTTP client
+   (:mod:`chatkit_trace.demo_client`): a clean session (text, tool, failure,
+   stop, reload + resume, refresh), one with a session subscription, a
+   correct resume after a reset, and one session per bug;
+4. stops the proxy (everything received is flushed; streams a buggy backend
+   never ended are recorded as still open), runs ``check`` on the trace and
+   prints the findings, then which findings each session was expected to
+   produce and whether it did;
+5. opens the viewer on the trace when run in a terminal (``--no-view`` for
+   scripts and CI).
+
+Every process it starts is stopped on the way out, also on Ctrl-C and on
+errors.  Exit code 0 when every session produced exactly its expected
+findings, 1 when one did not, 2 when the demo could not run.
 """
 
 from __future__ import annotations
 
 import argparse
-from importlib import resources
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "run", "RecordingProxy", "DemoReport", "play", "PROTOCOLS"]
+
+#: protocols the demo backend speaks -> the route profile that records it.
+PROTOCOLS: dict[str, str] = {"myproto": "myproto"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="run the built-in demo")
-    p.add_argument("--no-view", action="store_true", help="do not open the viewer")
+    p = sub.add_parser(
+        "demo",
+        help="record a built-in demo backend with switchable bugs, show the findings, open the viewer",
+        description="Start the demo backend and the recording proxy, play a clean chat session and one session "
+        "per backend bug through the proxy with a real HTTP client, check the recording and print the findings. "
+        "Takes a few seconds; every process started is stopped on the way out.",
+    )
+    p.add_argument("--no-view", action="store_true", help="do not open the viewer (scripts, CI)")
+    p.add_argument("--db", default=os.path.join("recordings", "demo.db"), help="trace file to write (replaced; default recordings/demo.db)")
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="myproto", help="the protocol the demo backend speaks (default myproto)")
+    p.add_argument("--pace-ms", type=float, default=5.0, metavar="MS", help="the backend's delay before each event (default 5)")
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from .admit import run_script_text, render_text
+# ---------------------------------------------------------------------- the proxy
 
-    text = resources.files("chatkit_trace").joinpath("data/demo.jsonl").read_text("utf-8")
-    outcome = run_script_text(text, name="demo.jsonl")
-    print(render_text(outcome))
-    return 0
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class RecordingProxy:
+    """``chatkit-trace record`` (mitmdump + the addon) as a subprocess in its own
+    process group; :meth:`stop` sends SIGINT (the addon flushes) and escalates."""
+
+    def __init__(self, upstream: str, db: Path, profile: str, *, host: str = "127.0.0.1") -> None:
+        self.upstream = upstream
+        self.db = db
+        self.profile = profile
+        self.host = host
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="chatkit-trace-demo-proxy-", suffix=".log", delete=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable, "-m", "chatkit_trace.cli", "record",
+            "--profile", self.profile, "--upstream", self.upstream,
+            "--host", self.host, "--port", str(self.port), "--db", str(self.db),
+        ]  # fmt: skip
+
+    async def start(self, timeout: float = 30.0) -> None:
+        for attempt in range(3):  # a free port can be taken between probing and binding
+            self.port = _free_port(self.host)
+            self.proc = subprocess.Popen(
+                self.argv(), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            if await self._ready(timeout):
+                return
+            if self.proc.poll() is None:
+                self.kill()
+                raise RuntimeError(f"the recording proxy did not listen within {timeout:.0f} s:\n{self.output()}")
+            if attempt == 2 or "address already in use" not in self.output().lower():
+                raise RuntimeError(f"the recording proxy exited with code {self.proc.returncode}:\n{self.output()}")
+
+    async def _ready(self, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection(self.host, self.port)
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    def output(self) -> str:
+        try:
+            return Path(self.log.name).read_text("utf-8", errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    async def stop(self, timeout: float = 15.0) -> int | None:
+        """Stop mitmdump the way Ctrl-C does (the addon's ``done`` flushes the trace)."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        for sig, wait in ((signal.SIGINT, timeout), (signal.SIGTERM, 5.0)):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+            deadline = time.monotonic() + wait
+            while proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if proc.poll() is not None:
+                return proc.returncode
+        self.kill()
+        return proc.returncode
+
+    def kill(self) -> None:
+        """Last resort, synchronous: SIGKILL the proxy's own process group."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+
+    def cleanup(self) -> None:
+        self.kill()
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+
+
+# ---------------------------------------------------------------------- playing
+
+
+@dataclass
+class DemoReport:
+    db: Path
+    outcomes: list[Any] = field(default_factory=list)
+    check: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def found(self, session_id: str, severities: Sequence[str] = ("error", "warning")) -> list[str]:
+        return sorted({f.code for f in self.check.findings if f.session_id == session_id and f.severity in severities})
+
+    def ok(self, outcome: Any) -> bool:
+        got = set(self.found(outcome.session_id))
+        return outcome.error is None and set(outcome.expect) <= got <= set(outcome.expect) | set(outcome.allow)
+
+    @property
+    def all_ok(self) -> bool:
+        return all(self.ok(o) for o in self.outcomes)
+
+
+def _remove_trace(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(db) + suffix)
+
+
+async def _record(report: DemoReport, proxy: RecordingProxy, pace_ms: float) -> None:
+    from .demo_backend import running_backend
+    from .demo_client import Driver
+
+    t0 = time.monotonic()
+    async with running_backend(pace_ms=pace_ms) as (backend_url, _backend):
+        proxy.upstream = backend_url
+        await proxy.start()
+        report.timings["start"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        driver = Driver(proxy.url)
+        try:
+            report.outcomes = await driver.play_all()
+            report.timings["sessions"] = time.monotonic() - t1
+            await asyncio.sleep(0.1)  # the last chunks reach the proxy
+            t2 = time.monotonic()
+            # Stop recording while the streams a buggy backend never ends are still open.
+            await proxy.stop()
+            report.timings["flush"] = time.monotonic() - t2
+        finally:
+            await driver.close()
+            await proxy.stop()
+
+
+def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoReport:
+    """Record the demo into ``db`` (replaced) and check it; every process is gone on return."""
+    from .checkcmd import run_check
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    _remove_trace(db)
+    report = DemoReport(db)
+    proxy = RecordingProxy("", db, PROTOCOLS[protocol])
+    try:
+        asyncio.run(_record(report, proxy, pace_ms))
+    finally:
+        proxy.cleanup()  # also after Ctrl-C, which interrupts asyncio.run
+    if not db.exists():
+        raise RuntimeError("the recording proxy wrote no trace")
+    t = time.monotonic()
+    # The profile is named: a trace recorded by the proxy may not say it in a form every loader reads.
+    report.check = run_check(str(db), profile=PROTOCOLS[protocol])
+    report.timings["check"] = time.monotonic() - t
+    return report
+
+
+# ---------------------------------------------------------------------- output
+
+
+def render_sessions(report: DemoReport, *, color: bool = False) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="What each session shows", title_justify="left", show_lines=False)
+    table.add_column("session")
+    table.add_column("plays")
+    table.add_column("expected")
+    table.add_column("found (errors, warnings)")
+    table.add_column("")
+    for o in report.outcomes:
+        ok = report.ok(o)
+        found = ", ".join(report.found(o.session_id)) or "none"
+        table.add_row(
+            o.session_id,
+            o.title + (f" [red]({o.error})[/red]" if o.error else ""),
+            (", ".join(o.expect) or "none") + (f" (maybe {', '.join(o.allow)})" if o.allow else ""),
+            found,
+            "[green]ok[/green]" if ok else "[red]MISMATCH[/red]",
+        )
+    console = Console(record=True, width=140, color_system="standard" if color else None, force_terminal=color, file=open(os.devnull, "w"))
+    console.print(table)
+    return console.export_text(styles=color).rstrip("\n")
+
+
+def _viewer_available() -> str | None:
+    """Why the viewer cannot open, or None when ``chatkit-trace view`` exists."""
+    import importlib
+
+    from .cli import COMMANDS
+
+    module = COMMANDS.get("view")
+    if module is None:
+        return "this version has no viewer yet"
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        return f"the viewer is not installed ({err})"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from .checkcmd import render_text
+    from .cli import UsageError, main
+
+    if args.pace_ms < 0:
+        raise UsageError("--pace-ms must be >= 0")
+    db = Path(args.db)
+    color = sys.stdout.isatty()
+    print(f"chatkit-trace demo: recording the demo backend ({args.protocol}) through the proxy into {db} …", flush=True)
+    t = time.monotonic()
+    try:
+        report = play(db, protocol=args.protocol, pace_ms=args.pace_ms)
+    except (RuntimeError, OSError) as err:
+        raise UsageError(f"the demo could not run: {err}") from None
+    total = time.monotonic() - t
+    print(render_text(report.check, color=color))
+    print()
+    print(render_sessions(report, color=color))
+    tm = report.timings
+    print(
+        f"\nrecorded {len(report.outcomes)} sessions into {db} in {total:.1f} s (proxy up {tm.get('start', 0):.1f} s, "
+        f"sessions {tm.get('sessions', 0):.1f} s, flush {tm.get('flush', 0):.1f} s, check {tm.get('check', 0):.1f} s)"
+    )
+    if not report.all_ok:
+        print("some sessions did not produce the findings they should (MISMATCH above)", file=sys.stderr)
+    if not args.no_view and sys.stdin.isatty() and sys.stdout.isatty():
+        why = _viewer_available()
+        if why is None:
+            main(["view", str(db)])
+        else:
+            print(f"not opening the viewer: {why}")
+    else:
+        why = _viewer_available()
+        print(f"look at it: chatkit-trace view {db}" if why is None else f"check it again: chatkit-trace check {db}")
+    return 0 if report.all_ok else 1
