@@ -15,10 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analyze import CATALOGUE, SEVERITIES, Finding, Options, analyze_replay, severity_rank
+from .analyze import CATALOGUE, SEVERITIES, Finding, Options, analyze_store, severity_rank
 from .cli import UsageError
-from .pipeline import replay
-from .progress import progress_iter
 
 __all__ = ["add_parser", "run", "run_check", "render_text", "render_json", "render_junit", "select_findings", "CheckResult"]
 
@@ -116,20 +114,46 @@ def run_check(
 ) -> CheckResult:
     """Replay and analyze a trace; optionally write the derived tables and findings back."""
     from .loading import open_trace
-    from .store import write_replay
 
     loaded = open_trace(path, profile=profile, writable=store_results)
     try:
-        exchanges = list(progress_iter(loaded.store.exchanges(with_frames=True), "reading frames", loaded.store.exchange_count(), enabled=show_progress))
-        rep = replay(exchanges, loaded.adapter, capabilities=loaded.capabilities)
-        findings = analyze_replay(rep, exchanges, loaded.adapter, options)
-        if store_results and loaded.kind == "db" and not loaded.store.readonly:
-            write_replay(loaded.store, rep)
+        write = store_results and loaded.kind == "db" and not loaded.store.readonly
+        total = loaded.store.db.execute("SELECT COUNT(DISTINCT session_id) FROM exchanges WHERE capability IS NOT NULL").fetchone()[0]
+        with _session_progress(total, show_progress) as tick:
+            findings, counts = analyze_store(
+                loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, write=write, on_session=tick
+            )
+        if write:
             write_findings(loaded.store, findings)
             loaded.store.commit()
-        return CheckResult(findings, 0, str(path), len(rep.frames), len(rep.facts))
+        return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"])
     finally:
         loaded.close()
+
+
+class _session_progress:
+    """A rich progress bar over sessions on a terminal; nothing when piped."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.progress = total, enabled and total > 1, None
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if not self.enabled:
+            return lambda sid, n: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("analysing sessions"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        self.progress.start()
+        task = self.progress.add_task("sessions", total=self.total)
+        return lambda sid, n: self.progress.advance(task)
+
+    def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def write_findings(store: Any, findings: Sequence[Finding]) -> None:

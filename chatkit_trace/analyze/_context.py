@@ -21,6 +21,10 @@ class Options:
 
     first_event: float = 2.0  # CK601
     stall: float = 5.0  # CK602
+    #: Whether the whole trace holds a history read (CK203 looks at the whole
+    #: trace; set when sessions are analysed one at a time).  None: look at
+    #: the replay itself.
+    trace_has_history: bool | None = None
 
 
 def frame_ref(exchange_index: int | None, frame_index: int | None) -> str:

@@ -152,6 +152,7 @@ def make_finding(
     detail: Mapping[str, Any] | None = None,
     keys: Iterable[Any] = (),
     severity: str | None = None,
+    frame_in_fingerprint: bool = True,
 ) -> Finding:
     """Build a finding with its catalogue severity and rule and a stable fingerprint."""
     info = CATALOGUE[code]
@@ -163,7 +164,7 @@ def make_finding(
         session_id=session_id,
         run_id=run_id,
         frames=frames,
-        fingerprint=_fingerprint(code, session_id, run_id, keys, frames[0] if frames else None),
+        fingerprint=_fingerprint(code, session_id, run_id, keys, frames[0] if frames and frame_in_fingerprint else None),
         message=message,
         detail=dict(detail or {}),
     )

@@ -46,6 +46,7 @@ def no_outer_event_ids(ctx: Context) -> Iterator[Finding]:
             "connection (a limitation of this protocol or backend).",
             detail={"route": route, "exchanges": len(exs)},
             keys=[route],
+            frame_in_fingerprint=False,
         )
 
 
@@ -191,5 +192,6 @@ def unknown_event_types(ctx: Context) -> Iterator[Finding]:
             message=f"{sum(counts.values())} frame(s) of {len(counts)} event type(s) decoded to nothing and were ignored "
             f"({', '.join(f'{t} x{n}' for t, n in counts.most_common(5))}).",
             detail={"types": dict(counts)},
-            keys=sorted(counts),
+            keys=["trace"],
+            frame_in_fingerprint=False,
         )

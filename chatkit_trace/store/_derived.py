@@ -16,17 +16,55 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def write_replay(store: TraceStore, replay: Replay) -> None:
-    """Replace the derived tables with ``replay``'s results (one transaction)."""
+def fact_summary(fact: Any) -> dict[str, Any]:
+    """What the trace stores of a fact: everything but a message's content,
+    which is summarised (part ids, types, text lengths) so a long answer sent
+    as whole messages does not grow the file quadratically.  The full fact is
+    always recomputable from the frames (``redecode``)."""
+    data = fact.to_json()
+    for key in ("kind", "sessionId", "runId", "eventId"):  # already columns of the row
+        data.pop(key, None)
+    message = data.get("message")
+    if isinstance(message, dict):
+        data["message"] = {
+            "id": message.get("id"),
+            "role": message.get("role"),
+            "parts": [
+                [p.get("id"), p.get("type"), len(p["text"]) if isinstance(p.get("text"), str) else None]
+                for p in message.get("parts", [])
+                if isinstance(p, dict)
+            ],
+            "summary": True,
+        }
+    return data
+
+
+def _run_part(snapshot: Any, run_id: str) -> dict[str, Any]:
+    """The part of a snapshot that belongs to one run (its messages and view):
+    what the live-vs-history comparison needs, without repeating the whole
+    session per run."""
+    data = snapshot.to_json()
+    data["messages"] = [m for m in data["messages"] if m.get("runId") == run_id]
+    data["runs"] = [r for r in data["runs"] if r.get("id") == run_id]
+    return data
+
+
+def write_replay(store: TraceStore, replay: Replay, *, append: bool = False) -> None:
+    """Write ``replay``'s results into the derived tables (one transaction).
+
+    By default the tables are replaced; ``append=True`` adds to them (a
+    trace analysed one session at a time).  Facts keep their admission order
+    (``seq`` is assigned on insert).
+    """
     db = store.db
     with db.conn:
-        store.clear_derived()
+        if not append:
+            store.clear_derived()
         db.conn.executemany(
-            "INSERT INTO facts (seq, exchange_id, frame_idx, session_id, run_id, kind, event_id, accepted, reason,"
-            " detail, snapshot_version, fact) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO facts (exchange_id, frame_idx, session_id, run_id, kind, event_id, accepted, reason,"
+            " detail, snapshot_version, fact) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
                 (
-                    f.seq,
                     f.exchange_index,
                     f.frame_index,
                     f.fact.session_id,
@@ -37,7 +75,7 @@ def write_replay(store: TraceStore, replay: Replay) -> None:
                     None if f.result.reason is None else f.result.reason.value,
                     f.result.detail,
                     f.snapshot_version,
-                    _dumps(f.fact.to_json()),
+                    _dumps(fact_summary(f.fact)),
                 )
                 for f in replay.facts
             ],
@@ -58,7 +96,7 @@ def write_replay(store: TraceStore, replay: Replay) -> None:
                     int(fr.unknown),
                     fr.event_type,
                     int(fr.end_marker),
-                    _dumps([f.to_json() for f in fr.shadow]) if fr.shadow else None,
+                    _dumps([fact_summary(f) for f in fr.shadow]) if fr.shadow else None,
                 )
                 for fr in replay.frames
             ],
@@ -97,7 +135,7 @@ def write_replay(store: TraceStore, replay: Replay) -> None:
                         "rejected": counts[1],
                         "first_at": min(times) if times else None,
                         "last_at": max(times) if times else None,
-                        "settled_snapshot": _dumps(rec.settled.to_json()) if rec and rec.settled else None,
+                        "settled_snapshot": _dumps(_run_part(rec.settled, view.id)) if rec and rec.settled else None,
                     }
                 )
             db["sessions"].insert(

@@ -1,0 +1,123 @@
+"""``check`` on generated traces of 10k, 100k and 1M frames: time, peak memory,
+growth ratio between sizes.
+
+    python bench/analyze_scaling.py [--sizes 10000,100000,1000000] [--keep DIR]
+
+Each trace holds sessions of the example protocol (``myproto``): 10 runs of
+50 SSE frames each plus a history read, with a few planted bugs (a chunk
+after the terminal, a stream without conclusion) so the analyzers have work.
+Each ``check`` runs in its own process (``python -m chatkit_trace.cli check
+--format json``), so its peak RSS is its own.  Targets (issue 5): near-linear
+growth, and peak memory bounded by streaming through the store (sessions are
+analysed one at a time) rather than growing with the trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chatkit_trace.store import TraceStore
+from chatkit_trace.trace import Exchange, frames_from_body
+
+RUNS_PER_SESSION = 10
+FRAMES_PER_RUN = 50
+
+
+def run_body(run_id: str, n: int, late: bool, unfinished: bool) -> bytes:
+    out = [f'id: e0\ndata: {{"type": "started", "run": "{run_id}"}}\n\n']
+    for i in range(1, n - 1):
+        out.append(f'id: e{i}\ndata: {{"type": "text", "text": "word{i} "}}\n\n')
+    if not unfinished:
+        out.append(f'id: e{n - 1}\ndata: {{"type": "done"}}\n\n')
+    if late:
+        out.append(f'id: e{n}\ndata: {{"type": "text", "text": " (late)"}}\n\n')
+    return "".join(out).encode()
+
+
+def generate(path: Path, frames: int) -> int:
+    sessions = max(1, frames // (RUNS_PER_SESSION * FRAMES_PER_RUN))
+    written = 0
+    with TraceStore(path, create=True) as store:
+        store.set_meta("protocol", "myproto")
+        store.set_meta("capabilities", ["abort", "history", "resume"])
+        index = 0
+        t = 1_700_000_000.0
+        for s in range(sessions):
+            sid = f"s{s}"
+            history_runs = []
+            for r in range(RUNS_PER_SESSION):
+                rid = f"{sid}-r{r}"
+                late = r == 3 and s % 7 == 0
+                unfinished = r == RUNS_PER_SESSION - 1 and s % 5 == 0
+                body = run_body(rid, FRAMES_PER_RUN, late, unfinished)
+                ex = Exchange(
+                    index, "POST", f"http://backend/sessions/{sid}/runs", started_at=t, ended_at=t + 1,
+                    request_body=json.dumps({"runId": rid, "text": f"question {r}"}).encode(), status=200,
+                    transport="sse", frames=frames_from_body(body, index, at=t + 0.01, spacing=0.01), end="complete",
+                    capability="run", session_id=sid, run_id=rid,
+                )
+                store.add_exchange(ex)
+                written += len(ex.frames)
+                index += 1
+                t += 2
+                history_runs.append(
+                    {"id": rid, "status": "running" if unfinished else "completed", "input": f"question {r}", "created_at": 1,
+                     "frames": [{"id": f"e{i}", "event": ({"type": "started", "run": rid} if i == 0 else {"type": "text", "text": f"word{i} "})} for i in range(FRAMES_PER_RUN - 1)]
+                     + ([] if unfinished else [{"id": f"e{FRAMES_PER_RUN - 1}", "event": {"type": "done"}}])}
+                )
+            store.add_exchange(
+                Exchange(index, "GET", f"http://backend/sessions/{sid}/runs", started_at=t, ended_at=t + 0.1, status=200,
+                         response_body=json.dumps({"runs": history_runs}).encode(), capability="history", session_id=sid)
+            )
+            index += 1
+            t += 1
+            store.commit()
+    return written
+
+
+def check(path: Path) -> tuple[float, float, int]:
+    code = (
+        "import resource, sys, time\n"
+        "from chatkit_trace.checkcmd import run_check\n"
+        "t = time.perf_counter()\n"
+        f"r = run_check({str(path)!r}, store_results=True)\n"
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1]) / 1024.0, int(out[2])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--keep", help="keep the generated traces in this folder")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="chatkit-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in sizes:
+        path = folder / f"trace-{n}.db"
+        if path.exists():
+            path.unlink()
+        t0 = time.perf_counter()
+        frames = generate(path, n)
+        gen = time.perf_counter() - t0
+        seconds, peak_mb, findings = check(path)
+        rows.append((n, frames, gen, seconds, peak_mb, findings, os.path.getsize(path) / 1e6))
+    print(f"{'target':>9} {'frames':>9} {'generate s':>10} {'check s':>8} {'frames/s':>9} {'peak MB':>8} {'findings':>8} {'db MB':>7}")
+    for n, frames, gen, seconds, peak, findings, size in rows:
+        print(f"{n:>9} {frames:>9} {gen:>10.1f} {seconds:>8.1f} {frames / seconds:>9,.0f} {peak:>8.0f} {findings:>8} {size:>7.0f}")
+    for (a, fa, _, sa, pa, _, _), (b, fb, _, sb, pb, _, _) in zip(rows, rows[1:]):
+        print(f"growth {a} -> {b}: frames x{fb / fa:.1f}, time x{sb / sa:.2f}, peak memory x{pb / pa:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Analyse a stored trace one session at a time (bounded memory).
+
+Sessions never share Core state, so a trace is replayed and analysed
+session by session: only one session's exchanges, frames and facts are in
+memory at a time, and derived rows are written as each session finishes.
+The few trace-level codes (CK203, CK401, CK406: "once per trace") are merged
+across sessions at the end; CK203 learns up front, from one SQL query,
+whether the trace holds any history read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from ..adapters import Adapter
+from ..pipeline import replay
+from ..store import TraceStore
+from ._context import Options
+from ._finding import Finding
+
+__all__ = ["analyze_store", "TRACE_LEVEL"]
+
+TRACE_LEVEL = ("CK203", "CK401", "CK406")
+
+
+def _sessions(store: TraceStore) -> list[str | None]:
+    rows = store.db.execute(
+        "SELECT session_id, MIN(started_at) AS t FROM exchanges WHERE capability IS NOT NULL "
+        "GROUP BY session_id ORDER BY t"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    by_fp: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for f in findings:
+        if f.code not in TRACE_LEVEL:
+            out.append(f)
+            continue
+        first = by_fp.get(f.fingerprint)
+        if first is None:
+            by_fp[f.fingerprint] = f
+            continue
+        first.frames = (first.frames + [x for x in f.frames if x not in first.frames])[:20]
+        if f.code == "CK406":
+            types = dict(first.detail.get("types", {}))
+            for t, n in f.detail.get("types", {}).items():
+                types[t] = types.get(t, 0) + n
+            first.detail["types"] = types
+            total = sum(types.values())
+            top = sorted(types.items(), key=lambda kv: -kv[1])[:5]
+            first.message = (
+                f"{total} frame(s) of {len(types)} event type(s) decoded to nothing and were ignored "
+                f"({', '.join(f'{t} x{n}' for t, n in top)})."
+            )
+        elif f.code == "CK401":
+            first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
+        elif f.code == "CK203":
+            first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]
+    return out + list(by_fp.values())
+
+
+def analyze_store(
+    store: TraceStore,
+    adapter: Adapter,
+    *,
+    capabilities: Any = None,
+    options: Options | None = None,
+    write: bool = False,
+    on_session: Callable[[str | None, int], None] | None = None,
+) -> tuple[list[Finding], dict[str, int]]:
+    """Replay and analyse ``store`` session by session; optionally write the
+    derived tables.  Returns the findings and counts (frames, facts,
+    sessions, violations)."""
+    from . import analyze_replay
+    from ..store import write_replay
+
+    has_history = store.db.execute("SELECT 1 FROM exchanges WHERE capability = 'history' LIMIT 1").fetchone() is not None
+    opts = replace(options or Options(), trace_has_history=has_history)
+    findings: list[Finding] = []
+    counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0}
+    if write:
+        store.clear_derived()
+    for sid in _sessions(store):
+        where, params = ("session_id IS NULL AND capability IS NOT NULL", []) if sid is None else ("session_id = ?", [sid])
+        exchanges = list(store.exchanges(with_frames=True, where=where, params=params))
+        rep = replay(exchanges, adapter, capabilities=capabilities)
+        findings.extend(analyze_replay(rep, exchanges, adapter, opts))
+        counts["frames"] += len(rep.frames)
+        counts["facts"] += len(rep.facts)
+        counts["violations"] += sum(1 for f in rep.facts if f.result.violation)
+        counts["sessions"] += 1
+        if write:
+            write_replay(store, rep, append=True)
+        if on_session is not None:
+            on_session(sid, len(rep.frames))
+        del rep, exchanges
+    merged = _merge(findings)
+    from ._finding import severity_rank
+
+    merged.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))
+    return merged, counts
+
+
+def iter_sessions(store: TraceStore) -> Iterator[str | None]:
+    yield from _sessions(store)
+
