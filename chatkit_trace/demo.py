@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "run", "RecordingProxy", "DemoReport", "play", "PROTOCOLS"]
+__all__ = ["PROTOCOLS", "DemoReport", "RecordingProxy", "add_parser", "play", "run"]
 
 #: protocols the demo backend speaks -> the route profile that records it.
 PROTOCOLS: dict[str, str] = {"myproto": "myproto"}
@@ -54,9 +54,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "Takes a few seconds; every process started is stopped on the way out.",
     )
     p.add_argument("--no-view", action="store_true", help="do not open the viewer (scripts, CI)")
-    p.add_argument("--db", default=os.path.join("recordings", "demo.db"), help="trace file to write (replaced; default recordings/demo.db)")
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="myproto", help="the protocol the demo backend speaks (default myproto)")
-    p.add_argument("--pace-ms", type=float, default=5.0, metavar="MS", help="the backend's delay before each event (default 5)")
+    p.add_argument(
+        "--db",
+        default=os.path.join("recordings", "demo.db"),
+        help="trace file to write (replaced; default recordings/demo.db)",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=sorted(PROTOCOLS),
+        default="myproto",
+        help="the protocol the demo backend speaks (default myproto)",
+    )
+    p.add_argument(
+        "--pace-ms",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="the backend's delay before each event (default 5)",
+    )
     p.set_defaults(run=run)
 
 
@@ -80,7 +95,10 @@ class RecordingProxy:
         self.host = host
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="chatkit-trace-demo-proxy-", suffix=".log", delete=False)
+        # closed in cleanup(): the subprocess writes into it while it runs
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix="chatkit-trace-demo-proxy-", suffix=".log", delete=False
+        )
 
     @property
     def url(self) -> str:
@@ -96,16 +114,24 @@ class RecordingProxy:
     async def start(self, timeout: float = 30.0) -> None:
         for attempt in range(3):  # a free port can be taken between probing and binding
             self.port = _free_port(self.host)
-            self.proc = subprocess.Popen(
-                self.argv(), stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            self.proc = subprocess.Popen(  # noqa: ASYNC220 - returns at once; readiness is awaited below
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
             if await self._ready(timeout):
                 return
             if self.proc.poll() is None:
                 self.kill()
-                raise RuntimeError(f"the recording proxy did not listen within {timeout:.0f} s:\n{self.output()}")
+                raise RuntimeError(
+                    f"the recording proxy did not listen within {timeout:.0f} s:\n{self.output()}"
+                )
             if attempt == 2 or "address already in use" not in self.output().lower():
-                raise RuntimeError(f"the recording proxy exited with code {self.proc.returncode}:\n{self.output()}")
+                raise RuntimeError(
+                    f"the recording proxy exited with code {self.proc.returncode}:\n{self.output()}"
+                )
 
     async def _ready(self, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -171,11 +197,19 @@ class DemoReport:
     timings: dict[str, float] = field(default_factory=dict)
 
     def found(self, session_id: str, severities: Sequence[str] = ("error", "warning")) -> list[str]:
-        return sorted({f.code for f in self.check.findings if f.session_id == session_id and f.severity in severities})
+        return sorted(
+            {
+                f.code
+                for f in self.check.findings
+                if f.session_id == session_id and f.severity in severities
+            }
+        )
 
     def ok(self, outcome: Any) -> bool:
         got = set(self.found(outcome.session_id))
-        return outcome.error is None and set(outcome.expect) <= got <= set(outcome.expect) | set(outcome.allow)
+        return outcome.error is None and set(outcome.expect) <= got <= set(outcome.expect) | set(
+            outcome.allow
+        )
 
     @property
     def all_ok(self) -> bool:
@@ -256,9 +290,16 @@ def render_sessions(report: DemoReport, *, color: bool = False) -> str:
             found,
             "[green]ok[/green]" if ok else "[red]MISMATCH[/red]",
         )
-    console = Console(record=True, width=140, color_system="standard" if color else None, force_terminal=color, file=open(os.devnull, "w"))
-    console.print(table)
-    return console.export_text(styles=color).rstrip("\n")
+    with open(os.devnull, "w") as sink:
+        console = Console(
+            record=True,
+            width=140,
+            color_system="standard" if color else None,
+            force_terminal=color,
+            file=sink,
+        )
+        console.print(table)
+        return console.export_text(styles=color).rstrip("\n")
 
 
 def _viewer_available() -> str | None:
@@ -285,7 +326,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--pace-ms must be >= 0")
     db = Path(args.db)
     color = sys.stdout.isatty()
-    print(f"chatkit-trace demo: recording the demo backend ({args.protocol}) through the proxy into {db} …", flush=True)
+    print(
+        f"chatkit-trace demo: recording the demo backend ({args.protocol}) through the proxy into {db} …",
+        flush=True,
+    )
     t = time.monotonic()
     try:
         report = play(db, protocol=args.protocol, pace_ms=args.pace_ms)
@@ -301,7 +345,10 @@ def run(args: argparse.Namespace) -> int:
         f"sessions {tm.get('sessions', 0):.1f} s, flush {tm.get('flush', 0):.1f} s, check {tm.get('check', 0):.1f} s)"
     )
     if not report.all_ok:
-        print("some sessions did not produce the findings they should (MISMATCH above)", file=sys.stderr)
+        print(
+            "some sessions did not produce the findings they should (MISMATCH above)",
+            file=sys.stderr,
+        )
     if not args.no_view and sys.stdin.isatty() and sys.stdout.isatty():
         why = _viewer_available()
         if why is None:
@@ -310,5 +357,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"not opening the viewer: {why}")
     else:
         why = _viewer_available()
-        print(f"look at it: chatkit-trace view {db}" if why is None else f"check it again: chatkit-trace check {db}")
+        print(
+            f"look at it: chatkit-trace view {db}"
+            if why is None
+            else f"check it again: chatkit-trace check {db}"
+        )
     return 0 if report.all_ok else 1

@@ -69,31 +69,34 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from aiohttp import web
 
 __all__ = [
-    "BUGS",
     "BEHAVIOURS",
-    "SessionOptions",
+    "BUGS",
     "DemoBackend",
+    "SessionOptions",
+    "add_parser",
     "parse_options",
+    "run",
+    "running_backend",
     "scenario_for",
     "script",
-    "sse",
     "serve",
-    "running_backend",
-    "add_parser",
-    "run",
+    "sse",
 ]
 
 #: bug option -> (finding codes it produces, what it does).
 BUGS: dict[str, tuple[str, str]] = {
     "history-ids": ("CK201 CK202", "history lists each run under a server id, not the live run id"),
     "late-chunk": ("CK101", "one more text chunk right after the done event"),
-    "no-end": ("CK102", "the stream ends cleanly without a conclusion; history says running forever"),
+    "no-end": (
+        "CK102",
+        "the stream ends cleanly without a conclusion; history says running forever",
+    ),
     "done-marker": ("CK104", "data: [DONE] instead of the done event"),
     "tool-unsettled": ("CK105", "the tool call never gets a result, yet the run completes"),
     "stop-ignored": ("CK106", "stop is answered 204 but the run never ends"),
@@ -172,8 +175,11 @@ def parse_options(session_id: str) -> SessionOptions:
 def options_from_json(value: Any, base: SessionOptions | None = None) -> SessionOptions:
     """``{"bugs": [...], "cut": 6, ...}`` -> options (raises ValueError on anything unknown)."""
     if not isinstance(value, Mapping):
-        raise ValueError('expected a JSON object like {"bugs": ["late-chunk"], "cut": 6}')
-    values: dict[str, Any] = {f.name: getattr(base, f.name) for f in fields(SessionOptions)} if base else {}
+        # a bad request body: a ValueError like the others (answered 400)
+        raise ValueError('expected a JSON object like {"bugs": ["late-chunk"], "cut": 6}')  # noqa: TRY004
+    values: dict[str, Any] = (
+        {f.name: getattr(base, f.name) for f in fields(SessionOptions)} if base else {}
+    )
     for key, item in value.items():
         if key == "bugs":
             if not isinstance(item, list) or not all(isinstance(b, str) for b in item):
@@ -221,15 +227,34 @@ def script(kind: str, text: str = "", opts: SessionOptions = SessionOptions()) -
     if kind == "fail":
         steps: list[Step] = [
             ({"type": "text", "text": "Let me think"}, "pace"),
-            ({"type": "error", "code": "RATE_LIMITED", "message": "Too many requests, try again in a minute", "retryable": True}, "pace"),
+            (
+                {
+                    "type": "error",
+                    "code": "RATE_LIMITED",
+                    "message": "Too many requests, try again in a minute",
+                    "retryable": True,
+                },
+                "pace",
+            ),
         ]
     elif kind == "slow":
-        steps = [({"type": "text", "text": "Working on it"}, "pace"), ({"type": "text", "text": "…"}, "pace"), None]
+        steps = [
+            ({"type": "text", "text": "Working on it"}, "pace"),
+            ({"type": "text", "text": "…"}, "pace"),
+            None,
+        ]
     elif kind == "tool":
         steps = [
             ({"type": "text", "text": "Let me look that up."}, "pace"),
             ({"type": "tool", "id": "call-1", "name": "lookup", "args": {"q": text[:40]}}, "pace"),
-            ({"type": "tool_result", "id": "call-1", "result": {"hits": 1, "title": "chatkit-trace"}}, "pace"),
+            (
+                {
+                    "type": "tool_result",
+                    "id": "call-1",
+                    "result": {"hits": 1, "title": "chatkit-trace"},
+                },
+                "pace",
+            ),
             ({"type": "text", "text": "Found 1 result: chatkit-trace."}, "pace"),
             ({"type": "done"}, "pace"),
         ]
@@ -239,7 +264,15 @@ def script(kind: str, text: str = "", opts: SessionOptions = SessionOptions()) -
             ({"type": "text", "text": ", a proxy"}, "pace"),
             ({"type": "text", "text": " recorded"}, "pace"),
             ({"type": "text", "text": " every frame."}, "pace"),
-            ({"type": "tool", "id": "call-1", "name": "lookup_ending", "args": {"story": "proxy"}}, "pace"),
+            (
+                {
+                    "type": "tool",
+                    "id": "call-1",
+                    "name": "lookup_ending",
+                    "args": {"story": "proxy"},
+                },
+                "pace",
+            ),
             ({"type": "tool_result", "id": "call-1", "result": {"ending": "happy"}}, "hold"),
             ({"type": "text", "text": " It lived happily"}, "pace"),
             ({"type": "text", "text": " ever after."}, "pace"),
@@ -263,7 +296,11 @@ def script(kind: str, text: str = "", opts: SessionOptions = SessionOptions()) -
 def sse(frame_id: str | None, event: Any) -> bytes:
     """One SSE event: ``id:`` + ``data:`` (``event`` is JSON, or a raw string like ``[DONE]``)."""
     head = f"id: {frame_id}\n" if frame_id is not None else ""
-    data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    data = (
+        event
+        if isinstance(event, str)
+        else json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    )
     return (head + "data: " + data + "\n\n").encode("utf-8")
 
 
@@ -310,7 +347,10 @@ class Run:
             self.status = "completed"
         elif event.get("type") == "error":
             self.status = "failed"
-            self.error = {"code": str(event.get("code", "")), "message": str(event.get("message", ""))}
+            self.error = {
+                "code": str(event.get("code", "")),
+                "message": str(event.get("message", "")),
+            }
         self.session.publish(self, frame)
         self.notify()
         return frame
@@ -370,8 +410,14 @@ class DemoBackend:
             self._minted += 1
             run_id = f"r{self._minted}"
         if run_id in s.runs:
-            raise web.HTTPConflict(text=json.dumps({"error": f"run {run_id} exists"}), content_type="application/json")
-        history_id = f"run_{hashlib.sha1(run_id.encode()).hexdigest()[:10]}" if s.options.history_ids else run_id
+            raise web.HTTPConflict(
+                text=json.dumps({"error": f"run {run_id} exists"}), content_type="application/json"
+            )
+        history_id = (
+            f"run_{hashlib.sha1(run_id.encode()).hexdigest()[:10]}"
+            if s.options.history_ids
+            else run_id
+        )
         kind = scenario_for(text)
         run = Run(run_id, s, text, kind, int(time.time() * 1000), history_id)
         s.runs[run_id] = run
@@ -421,9 +467,13 @@ class DemoBackend:
 
     # -- streams -----------------------------------------------------------------
 
-    async def _write_frames(self, request: web.Request, run: Run, start: int, *, first: bool, resume: bool) -> web.StreamResponse:
+    async def _write_frames(
+        self, request: web.Request, run: Run, start: int, *, first: bool, resume: bool
+    ) -> web.StreamResponse:
         o = run.session.options
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         run.streams += 1
         limit = (o.cut or o.close) if first else 0
@@ -453,7 +503,9 @@ class DemoBackend:
                     kind = frame["event"].get("type")
                     data = sse(frame["id"], frame["event"])
                     if o.late_chunk and kind == "done":
-                        data += sse(f"e{len(run.frames)}", {"type": "text", "text": " (one more thing)"})
+                        data += sse(
+                            f"e{len(run.frames)}", {"type": "text", "text": " (one more thing)"}
+                        )
                     await resp.write(data)
                     written += 1
                     last = kind in TERMINAL or (run.ended and frame is run.frames[-1])
@@ -514,7 +566,13 @@ class DemoBackend:
                     "POST /send {sessionId, runId?, text}",
                     "GET|PUT /_demo/sessions/{sid}",
                 ],
-                "scenarios": {"fail": "fail", "slow": "slow", "long": "long or story", "tool": "tool", "text": "anything else"},
+                "scenarios": {
+                    "fail": "fail",
+                    "slow": "slow",
+                    "long": "long or story",
+                    "tool": "tool",
+                    "text": "anything else",
+                },
                 "bugs": {k: {"codes": v[0], "does": v[1]} for k, v in BUGS.items()},
                 "options": BEHAVIOURS,
             }
@@ -535,7 +593,9 @@ class DemoBackend:
     async def h_run(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
         run_id = body.get("runId")
-        run = self.start_run(request.match_info["sid"], str(run_id) if run_id else None, body.get("text", ""))
+        run = self.start_run(
+            request.match_info["sid"], str(run_id) if run_id else None, body.get("text", "")
+        )
         return await self._write_frames(request, run, 0, first=True, resume=False)
 
     async def h_send(self, request: web.Request) -> web.Response:
@@ -552,7 +612,9 @@ class DemoBackend:
         s = self.sessions.get(request.match_info["sid"])
         run = s.runs.get(request.match_info["rid"]) if s else None
         if run is None:
-            raise web.HTTPNotFound(text=json.dumps({"error": "no such run"}), content_type="application/json")
+            raise web.HTTPNotFound(
+                text=json.dumps({"error": "no such run"}), content_type="application/json"
+            )
         return run
 
     async def h_resume(self, request: web.Request) -> web.StreamResponse:
@@ -562,7 +624,10 @@ class DemoBackend:
         if after:
             ids = [f["id"] for f in run.frames]
             if after not in ids:
-                raise web.HTTPNotFound(text=json.dumps({"error": f"unknown event id {after}"}), content_type="application/json")
+                raise web.HTTPNotFound(
+                    text=json.dumps({"error": f"unknown event id {after}"}),
+                    content_type="application/json",
+                )
             start = ids.index(after) + 1
         return await self._write_frames(request, run, start, first=False, resume=True)
 
@@ -580,7 +645,9 @@ class DemoBackend:
         s = self.session(sid)
         q: asyncio.Queue[tuple[Run, dict[str, Any]] | None] = asyncio.Queue()
         s.listeners.add(q)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         try:
             await resp.prepare(request)
             await resp.write(b": subscribed\n\n")
@@ -633,7 +700,9 @@ async def running_backend(
 ) -> AsyncIterator[tuple[str, DemoBackend]]:
     """Serve a :class:`DemoBackend` on ``host:port`` (0: a free port); yields ``(url, backend)``."""
     backend = DemoBackend(pace_ms=pace_ms, hold_ms=hold_ms)
-    runner = web.AppRunner(backend.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
+    runner = web.AppRunner(
+        backend.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
@@ -653,7 +722,10 @@ async def serve(host: str, port: int, *, pace_ms: float, hold_ms: float) -> None
             f"  record it: chatkit-trace record --profile myproto --upstream {url} --port 9000 --db demo.db",
             flush=True,
         )
-        print(f"  bugs per session id, e.g. POST {url}/sessions/late-chunk/runs: {', '.join(BUGS)}", flush=True)
+        print(
+            f"  bugs per session id, e.g. POST {url}/sessions/late-chunk/runs: {', '.join(BUGS)}",
+            flush=True,
+        )
         await asyncio.Event().wait()
 
 
@@ -663,13 +735,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="serve the demo backend (chatkit's example protocol, with switchable bugs) until Ctrl-C",
         description="Serve the demo chat backend that `chatkit-trace demo` records: the seed's example protocol "
         "(profile myproto) with resume, history, stop and a session subscription. Bugs are switched on per "
-        "session by naming them in the session id, split on '+': " + ", ".join(f"{k} ({v[0]})" for k, v in BUGS.items())
-        + "; behaviours: " + ", ".join(f"{k}=N ({v})" for k, v in BEHAVIOURS.items()) + ".",
+        "session by naming them in the session id, split on '+': "
+        + ", ".join(f"{k} ({v[0]})" for k, v in BUGS.items())
+        + "; behaviours: "
+        + ", ".join(f"{k}=N ({v})" for k, v in BEHAVIOURS.items())
+        + ".",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
-    p.add_argument("--pace-ms", type=float, default=5.0, metavar="MS", help="delay before each event (default 5)")
-    p.add_argument("--hold-ms", type=float, default=600.0, metavar="MS", help="how long the long scenario's tool takes (default 600)")
+    p.add_argument(
+        "--pace-ms",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="delay before each event (default 5)",
+    )
+    p.add_argument(
+        "--hold-ms",
+        type=float,
+        default=600.0,
+        metavar="MS",
+        help="how long the long scenario's tool takes (default 600)",
+    )
     p.set_defaults(run=run)
 
 

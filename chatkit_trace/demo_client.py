@@ -33,11 +33,27 @@ from urllib.parse import quote
 
 import aiohttp
 
-from .adapters import AbortRequestArgs, Adapter, HistoryRequestArgs, ResumeRequestArgs, RunRequest, create_adapter
+from .adapters import (
+    AbortRequestArgs,
+    Adapter,
+    HistoryRequestArgs,
+    ResumeRequestArgs,
+    RunRequest,
+    create_adapter,
+)
 from .examples.my_protocol import MyProtocol
 from .runtime import ChatRuntime, Response
 
-__all__ = ["HttpChat", "Page", "DemoSession", "SessionOutcome", "DEMO_SESSIONS", "Driver", "drive", "main"]
+__all__ = [
+    "DEMO_SESSIONS",
+    "DemoSession",
+    "Driver",
+    "HttpChat",
+    "Page",
+    "SessionOutcome",
+    "drive",
+    "main",
+]
 
 STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=None)
 
@@ -52,7 +68,9 @@ class HttpChat:
     /events?sessionId=``).
     """
 
-    def __init__(self, base_url: str, http: aiohttp.ClientSession, *, send_subscribe: bool = False) -> None:
+    def __init__(
+        self, base_url: str, http: aiohttp.ClientSession, *, send_subscribe: bool = False
+    ) -> None:
         self.base = base_url.rstrip("/")
         self.http = http
         self.send_subscribe = send_subscribe
@@ -64,10 +82,14 @@ class HttpChat:
     def _url(self, *parts: str) -> str:
         return self.base + "/" + "/".join(quote(p, safe="") for p in parts)
 
-    async def _call(self, name: str, method: str, url: str, *, json: Any = None, stream: bool = False) -> Any:
+    async def _call(
+        self, name: str, method: str, url: str, *, json: Any = None, stream: bool = False
+    ) -> Any:
         self.in_flight += 1
         try:
-            resp = await self.http.request(method, url, json=json, headers={"Accept": "text/event-stream"} if stream else None)
+            resp = await self.http.request(
+                method, url, json=json, headers={"Accept": "text/event-stream"} if stream else None
+            )
             ctype = resp.headers.get("Content-Type", "")
             if stream and resp.status < 300 and ctype.startswith("text/event-stream"):
                 self.open.append(resp)
@@ -82,16 +104,32 @@ class HttpChat:
             self.done[name] += 1
 
     async def run(self, req: RunRequest) -> Any:
-        body = {"runId": req.run_id, **(req.body if isinstance(req.body, dict) else {"text": str(req.body)})}
+        body = {
+            "runId": req.run_id,
+            **(req.body if isinstance(req.body, dict) else {"text": str(req.body)}),
+        }
         if self.send_subscribe:
-            return await self._call("run", "POST", self._url("send"), json={"sessionId": req.session_id, **body})
-        return await self._call("run", "POST", self._url("sessions", req.session_id, "runs"), json=body, stream=True)
+            return await self._call(
+                "run", "POST", self._url("send"), json={"sessionId": req.session_id, **body}
+            )
+        return await self._call(
+            "run", "POST", self._url("sessions", req.session_id, "runs"), json=body, stream=True
+        )
 
     async def abort(self, req: AbortRequestArgs) -> Any:
-        return await self._call("abort", "POST", self._url("sessions", req.session_id, "runs", req.run_id, "stop"), json={})
+        return await self._call(
+            "abort",
+            "POST",
+            self._url("sessions", req.session_id, "runs", req.run_id, "stop"),
+            json={},
+        )
 
     async def resume(self, req: ResumeRequestArgs) -> Any:
-        url = self._url("sessions", req.session_id, "runs", req.run_id, "events") + "?after=" + quote(req.event_id, safe="")
+        url = (
+            self._url("sessions", req.session_id, "runs", req.run_id, "events")
+            + "?after="
+            + quote(req.event_id, safe="")
+        )
         return await self._call("resume", "GET", url, stream=True)
 
     async def history(self, req: HistoryRequestArgs) -> Any:
@@ -99,7 +137,9 @@ class HttpChat:
 
     async def subscribe(self, args: Any) -> Any:
         sid = args["sessionId"] if isinstance(args, dict) else args.session_id
-        return await self._call("subscribe", "GET", self.base + "/events?sessionId=" + quote(sid, safe=""), stream=True)
+        return await self._call(
+            "subscribe", "GET", self.base + "/events?sessionId=" + quote(sid, safe=""), stream=True
+        )
 
     def adapter(self) -> Adapter:
         """``createMyAdapter({run, abort, resume, history})``: a custom adapter, made as a user makes one."""
@@ -121,7 +161,9 @@ class HttpChat:
 class Page:
     """One browser page on one chat session (``await Page.open(url, sid)``)."""
 
-    def __init__(self, base_url: str, session_id: str, *, send_subscribe: bool = False, first_run: int = 1) -> None:
+    def __init__(
+        self, base_url: str, session_id: str, *, send_subscribe: bool = False, first_run: int = 1
+    ) -> None:
         self.session_id = session_id
         self._next_run = first_run
         self.http = aiohttp.ClientSession(timeout=STREAM_TIMEOUT)
@@ -158,14 +200,18 @@ class Page:
 
     async def settled(self, run_id: str, timeout: float = 10.0) -> str:
         if not await self.runtime.wait_settled(run_id, timeout):
-            raise TimeoutError(f"session {self.session_id}: run {run_id} did not settle (status {self.status(run_id)})")
+            raise TimeoutError(
+                f"session {self.session_id}: run {run_id} did not settle (status {self.status(run_id)})"
+            )
         return self.status(run_id) or "?"
 
     async def quiet(self, timeout: float = 10.0, *, keep: int = 0) -> None:
         """Wait until no capability call is in flight and the runtime's tasks are done
         (``keep``: readers allowed to stay open, e.g. a subscription)."""
         tasks = getattr(self.runtime, "_tasks", set())
-        await self.until(lambda: self.chat.in_flight == 0 and len(tasks) <= keep, timeout, "the page to go quiet")
+        await self.until(
+            lambda: self.chat.in_flight == 0 and len(tasks) <= keep, timeout, "the page to go quiet"
+        )
 
     async def close(self) -> None:
         """Close the page: release the runtime (cancels readers) and the connections."""
@@ -186,7 +232,9 @@ class SessionOutcome:
     title: str
     expect: tuple[str, ...]
     allow: tuple[str, ...] = ()
-    runs: list[tuple[str, str, str | None]] = field(default_factory=list)  # (run id, what, client status)
+    runs: list[tuple[str, str, str | None]] = field(
+        default_factory=list
+    )  # (run id, what, client status)
     error: str | None = None
     seconds: float = 0.0
 
@@ -239,7 +287,9 @@ async def _clean(d: Driver, s: DemoSession, out: SessionOutcome) -> None:
     await page.runtime.resume_active_run()
     await page.settled(long_run)
     await page.quiet()
-    await page.runtime.refresh_history()  # refresh after the run: history must match the live answer
+    await (
+        page.runtime.refresh_history()
+    )  # refresh after the run: history must match the live answer
     out.add(page, long_run, "reload + resume after a clean cut")
 
 
@@ -283,14 +333,21 @@ async def _stop_ignored(d: Driver, s: DemoSession, out: SessionOutcome) -> None:
     await page.until(lambda: page.text_of(rid).endswith("…"), 10, "the slow answer's text")
     await page.runtime.abort(rid)
     # The stop is acknowledged and history read; the stream stays open, silent.
-    await page.until(lambda: page.chat.done["history"] >= 1 and page.chat.in_flight == 0, 10, "the stop and history")
+    await page.until(
+        lambda: page.chat.done["history"] >= 1 and page.chat.in_flight == 0,
+        10,
+        "the stop and history",
+    )
     out.add(page, rid, "stop (acknowledged, never ends)")
 
 
 async def _subscribe(d: Driver, s: DemoSession, out: SessionOutcome) -> None:
     page = d.page(s.id, send_subscribe=True)
     await page.runtime.connect()
-    for text, what in (("Hello over the subscription", "text via send + subscribe"), ("Use a tool", "tool via send + subscribe")):
+    for text, what in (
+        ("Hello over the subscription", "text via send + subscribe"),
+        ("Use a tool", "tool via send + subscribe"),
+    ):
         rid = await page.send(text)
         await page.settled(rid)
         out.add(page, rid, what)
@@ -302,17 +359,59 @@ RESUME = "+cut=6+lag=3"
 
 #: The sessions ``chatkit-trace demo`` plays, in the order it reports them.
 DEMO_SESSIONS: tuple[DemoSession, ...] = (
-    DemoSession("clean+close=6+lag=3", "text, tool, failure, stop, reload + resume after a clean cut, refresh", (), _clean),
-    DemoSession("subscribe", "send + session subscription (run ids on every event), refresh", (), _subscribe),
-    DemoSession("resume" + RESUME, "connection reset mid-answer, reload, correct resume", ("CK103",), _resume),
+    DemoSession(
+        "clean+close=6+lag=3",
+        "text, tool, failure, stop, reload + resume after a clean cut, refresh",
+        (),
+        _clean,
+    ),
+    DemoSession(
+        "subscribe", "send + session subscription (run ids on every event), refresh", (), _subscribe
+    ),
+    DemoSession(
+        "resume" + RESUME,
+        "connection reset mid-answer, reload, correct resume",
+        ("CK103",),
+        _resume,
+    ),
     # CK202 when the analyzer pairs the renamed run's messages by content (myproto derives message ids from run ids).
-    DemoSession("history-ids", "bug: history names runs with server ids", ("CK201",), _answer_then_reload, ("CK202",)),
-    DemoSession("late-chunk", "bug: a chunk after the done event", ("CK101",), _one_run("Hello, who are you?", "text")),
-    DemoSession("no-end", "bug: the stream stops without a conclusion", ("CK102",), _one_run("Hello, who are you?", "text")),
-    DemoSession("done-marker", "bug: [DONE] instead of the done event", ("CK104",), _one_run("Hello, who are you?", "text")),
-    DemoSession("tool-unsettled", "bug: a tool call that never settles", ("CK105",), _one_run("Please use a tool", "tool")),
-    DemoSession("stop-ignored", "bug: stop acknowledged, the run never ends", ("CK106",), _stop_ignored),
-    DemoSession("resume-shuffle" + RESUME, "bug: resume replays out of order", ("CK103", "CK404"), _resume),
+    DemoSession(
+        "history-ids",
+        "bug: history names runs with server ids",
+        ("CK201",),
+        _answer_then_reload,
+        ("CK202",),
+    ),
+    DemoSession(
+        "late-chunk",
+        "bug: a chunk after the done event",
+        ("CK101",),
+        _one_run("Hello, who are you?", "text"),
+    ),
+    DemoSession(
+        "no-end",
+        "bug: the stream stops without a conclusion",
+        ("CK102",),
+        _one_run("Hello, who are you?", "text"),
+    ),
+    DemoSession(
+        "done-marker",
+        "bug: [DONE] instead of the done event",
+        ("CK104",),
+        _one_run("Hello, who are you?", "text"),
+    ),
+    DemoSession(
+        "tool-unsettled",
+        "bug: a tool call that never settles",
+        ("CK105",),
+        _one_run("Please use a tool", "tool"),
+    ),
+    DemoSession(
+        "stop-ignored", "bug: stop acknowledged, the run never ends", ("CK106",), _stop_ignored
+    ),
+    DemoSession(
+        "resume-shuffle" + RESUME, "bug: resume replays out of order", ("CK103", "CK404"), _resume
+    ),
     DemoSession("resume-skip" + RESUME, "bug: resume skips an event", ("CK103", "CK404"), _resume),
 )
 
@@ -343,14 +442,16 @@ class Driver:
         started = time.monotonic()
         try:
             await asyncio.wait_for(session.steps(self, session, out), self.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             out.error = f"timed out after {self.timeout:.0f} s"
         except Exception as err:  # noqa: BLE001 - one session's failure is reported, the others go on
             out.error = f"{type(err).__name__}: {err}"
         out.seconds = time.monotonic() - started
         return out
 
-    async def play_all(self, sessions: Iterable[DemoSession] = DEMO_SESSIONS) -> list[SessionOutcome]:
+    async def play_all(
+        self, sessions: Iterable[DemoSession] = DEMO_SESSIONS
+    ) -> list[SessionOutcome]:
         """Play ``sessions`` concurrently (each is its own user)."""
         return list(await asyncio.gather(*(self.play(s) for s in sessions)))
 
@@ -358,18 +459,20 @@ class Driver:
         for p in self.pages:
             try:
                 await p.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:  # noqa: BLE001, S110 - closing is best effort
                 pass
         self.pages.clear()
 
-    async def __aenter__(self) -> Driver:
+    async def __aenter__(self) -> Driver:  # noqa: PYI034
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
 
-async def drive(base_url: str, sessions: Sequence[DemoSession] = DEMO_SESSIONS, *, timeout: float = 20.0) -> list[SessionOutcome]:
+async def drive(
+    base_url: str, sessions: Sequence[DemoSession] = DEMO_SESSIONS, *, timeout: float = 20.0
+) -> list[SessionOutcome]:
     """Play ``sessions`` against ``base_url`` and close every page."""
     async with Driver(base_url, timeout=timeout) as d:
         return await d.play_all(sessions)

@@ -1,0 +1,181 @@
+"""``chatkit-trace demo`` end to end: real mitmdump with the recording addon, the demo
+backend, the real HTTP client; the trace holds each bug's findings and none for the clean session."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from chatkit_trace.checkcmd import run_check
+from chatkit_trace.demo_client import DEMO_SESSIONS
+
+pytestmark = pytest.mark.mitmdump
+
+DEMO = [sys.executable, "-m", "chatkit_trace.cli", "demo", "--no-view"]
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of live processes whose command line mentions ``text`` (the trace path is unique per test)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            state = next(
+                (
+                    ln
+                    for ln in (entry / "status").read_text().splitlines()
+                    if ln.startswith("State:")
+                ),
+                "",
+            )
+        except OSError:
+            continue
+        if text in cmd and "zombie" not in state:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*DEMO, "--db", str(db)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    return db, proc, time.monotonic() - started
+
+
+def test_the_demo_runs_in_well_under_a_minute_and_every_session_matches(demo):
+    _, proc, seconds = demo
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert seconds < 60
+    assert "MISMATCH" not in proc.stdout
+    assert "What each session shows" in proc.stdout and "finding(s):" in proc.stdout
+    for s in DEMO_SESSIONS:
+        assert s.id in proc.stdout
+
+
+def test_the_trace_holds_each_bugs_findings_and_none_for_the_clean_session(demo):
+    db, _, _ = demo
+    result = run_check(str(db), profile="myproto", store_results=False)
+    found: dict[str, set[str]] = defaultdict(set)
+    for f in result.findings:
+        if f.severity in ("error", "warning"):
+            found[f.session_id].add(f.code)
+    assert found["clean+close=6+lag=3"] == set()
+    assert found["subscribe"] == set()
+    assert found["resume+cut=6+lag=3"] == {
+        "CK103"
+    }  # the reset itself; the correct resume passes CK404
+    assert "CK201" in found["history-ids"]
+    assert found["late-chunk"] == {"CK101"}
+    assert found["no-end"] == {"CK102"}
+    assert found["done-marker"] == {"CK104"}
+    assert found["tool-unsettled"] == {"CK105"}
+    assert found["stop-ignored"] == {"CK106"}
+    assert found["resume-shuffle+cut=6+lag=3"] == {"CK103", "CK404"}
+    assert found["resume-skip+cut=6+lag=3"] == {"CK103", "CK404"}
+    for s in DEMO_SESSIONS:
+        assert s.accepts(found[s.id]), (s.id, sorted(found[s.id]))
+    assert set(found) <= {s.id for s in DEMO_SESSIONS}
+    # The resume findings point at the replay's frames and say what went wrong.
+    (skip,) = [
+        f for f in result.findings if f.code == "CK404" and f.session_id.startswith("resume-skip")
+    ]
+    assert skip.detail[
+        "cursor"
+    ] == "e2" and "skips 1 event(s) seen after the cursor: e3" in " ".join(skip.detail["problems"])
+    (shuffle,) = [
+        f
+        for f in result.findings
+        if f.code == "CK404" and f.session_id.startswith("resume-shuffle")
+    ]
+    assert any("out of order" in p for p in shuffle.detail["problems"])
+
+
+def test_the_trace_was_recorded_through_the_addon_and_checked(demo):
+    db, _, _ = demo
+    with sqlite3.connect(db) as conn:
+        meta = dict(conn.execute("select key, value from meta"))
+        (recording,) = json.loads(meta["recordings"])
+        assert recording["profile"] == "myproto" and recording["mitmproxy"]
+        caps = {row[0] for row in conn.execute("select distinct capability from exchanges")}
+        stored = {row[0] for row in conn.execute("select distinct code from findings")}
+        ends = dict(
+            conn.execute(
+                "select session_id, \"end\" from exchanges where capability = 'run' and run_id = 'run-1'"
+            )
+        )
+    assert caps >= {"run", "resume", "abort", "history", "subscribe"}
+    assert {
+        "CK101",
+        "CK102",
+        "CK104",
+        "CK105",
+        "CK106",
+        "CK201",
+        "CK404",
+    } <= stored  # check wrote them for the viewer
+    assert (
+        ends["stop-ignored"] == "open"
+        and ends["resume+cut=6+lag=3"] == "reset"
+        and ends["no-end"] == "complete"
+    )
+    # the proxy it started is gone
+    assert not _processes_naming(str(db))
+    pid = recording.get("pid")
+    if pid:
+        assert (
+            not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+        )
+
+
+def test_ctrl_c_stops_the_demo_and_every_process_it_started(tmp_path):
+    db = tmp_path / "interrupted.db"
+    proc = subprocess.Popen(
+        [*DEMO, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            not [p for p in _processes_naming(str(db)) if p != proc.pid]
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert b"Traceback" not in err
+    assert not _processes_naming(str(db))
+
+
+def test_a_bad_option_is_a_usage_error():
+    proc = subprocess.run(
+        [*DEMO, "--pace-ms", "-1"], check=False, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2 and "--pace-ms must be >= 0" in proc.stderr
+    assert os.path.basename(sys.executable)  # the demo runs with the same interpreter
