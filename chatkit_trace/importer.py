@@ -54,14 +54,14 @@ from .capture import (
     ProfileError,
     Redactor,
     apply_match,
-    body_is_output,
+    output_frames,
     load_profile,
     resolve_from_frames,
     resolve_from_response,
 )
 from .core import ChatkitTraceError
 from .trace import Exchange, frames_from_body
-from .wire import Frame, body_frame, frames_from_har, ws_frame
+from .wire import Frame, frames_from_har, ws_frame
 
 __all__ = ["ImportError_", "ImportResult", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
@@ -127,15 +127,6 @@ def _spread(frames: list[Frame], first: float, last: float) -> list[Frame]:
         return [replace(f, at=first) for f in frames]
     step = max(last - first, 0.0) / (len(frames) - 1)
     return [replace(f, at=first + i * step) for i, f in enumerate(frames)]
-
-
-def _json_or_none(body: bytes | None) -> Any:
-    if not body:
-        return None
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _body_frames(ex: Exchange, body: bytes | None, first: float, last: float) -> None:
@@ -424,8 +415,8 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     The same steps as the live recorder: :meth:`Profile.match` on the request,
     ids from the JSON response and the events, then
     :meth:`IdentityTracker.assign`.  A non-streamed JSON response that is the
-    run's output (:func:`~chatkit_trace.capture.body_is_output`) becomes one
-    ``body`` frame.
+    run's output becomes ``body`` frames
+    (:func:`~chatkit_trace.capture.output_frames`, the recorder's rule).
     """
     tracker = tracker or IdentityTracker()
     out = []
@@ -435,10 +426,9 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
             if ex.response_body is not None:
                 m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
                 if ex.transport is None and not ex.frames:
-                    doc = _json_or_none(ex.response_body)
-                    if body_is_output(m, ex.status, doc):
-                        at = ex.ended_at or ex.started_at
-                        ex.frames = [body_frame(ex.response_body, ex.index, at)]
+                    frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
+                    if frames:
+                        ex.frames = frames
                         ex.transport = "body"
                         ex.end = ex.end or "complete"
             m = resolve_from_frames(m, ex.frames)

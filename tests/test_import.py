@@ -359,3 +359,37 @@ def test_fresh_recording_through_a_real_mitmdump_imports_identically(tmp_path):
     for secret in SECRETS:
         assert secret.encode() not in data
     assert base64.b64encode(make_files.SECRET_BEARER.encode()) not in data
+
+
+def test_adk_blocking_run_decodes_like_the_stream_of_the_same_events(tmp_path):
+    """POST /run answers the JSON array of the events /run_sse (streaming: false)
+    sends one by one: both imports give the same facts."""
+    from .capture._util import request
+
+    _, sse = response_body("adk-02-text-tool-nostream.sse")
+    events = [line[6:] for line in sse.decode().splitlines() if line.startswith("data: ")]
+    _, _, _, req = request("adk-02-text-tool-nostream.request.txt")
+
+    def har(path: str, ctype: str, text: str) -> Path:
+        entry = {
+            "startedDateTime": "2026-11-30T07:04:30.000Z", "time": 100,
+            "request": {"method": "POST", "url": f"http://127.0.0.1:18801{path}",
+                        "headers": [{"name": "content-type", "value": "application/json"}],
+                        "postData": {"mimeType": "application/json", "text": req.decode()}},
+            "response": {"status": 200, "headers": [{"name": "content-type", "value": ctype}],
+                         "content": {"mimeType": ctype, "text": text}},
+            "timings": {"send": 1, "wait": 10, "receive": 89},
+        }
+        out = tmp_path / (path.strip("/") + ".har")
+        out.write_text(json.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+        return out
+
+    stream = har("/run_sse", "text/event-stream", "".join(f"data: {e}\n\n" for e in events))
+    blocking = har("/run", "application/json", "[" + ", ".join(events) + "]")
+    _, sdb = do_import(stream, tmp_path, profile="adk")
+    _, bdb = do_import(blocking, tmp_path, profile="adk")
+    invocation = json.loads(events[0])["invocationId"]
+    assert exchanges(bdb)[0][4:10] == ("body", "complete", "run", json.loads(req)["sessionId"], invocation, "response")
+    assert exchanges(sdb)[0][8:10] == (invocation, "events")
+    strip = [(f[1], f[4], f[5], f[6], f[7], f[8]) for f in facts(sdb)]
+    assert strip and strip == [(f[1], f[4], f[5], f[6], f[7], f[8]) for f in facts(bdb)]

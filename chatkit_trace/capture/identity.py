@@ -59,6 +59,7 @@ __all__ = [
     "SOURCE_KINDS",
     "apply_match",
     "body_is_output",
+    "output_frames",
     "compile_pointer",
     "lookup",
     "resolve_from_event",
@@ -474,23 +475,92 @@ OUTPUT_CAPABILITIES = frozenset({"run", "resume", "regenerate", "edit", "subscri
 
 
 def body_is_output(match: Match | None, status: int | None, body_json: Any) -> bool:
-    """Whether a non-streamed JSON response is the exchange's output (one ``body`` frame).
+    """Whether a non-streamed JSON response is the exchange's output (``body`` frames).
 
     The recorder and ``import`` use the same rule, so they store the same
     frames: only on output capabilities and only for HTTP success (a failed
-    call is refused, R2.2); the route's ``output = "body"`` says yes
-    (ADK ``POST /run``, A2A ``message/send``), ``"none"`` says no (Hermes's
-    ``202 {"run_id"}``); ``"auto"`` says yes only for an error envelope
-    (a JSON object with a top-level ``error``, e.g. A2A's JSON-RPC error
-    answered as ``application/json`` instead of a stream), so the adapter
-    can report the failure.
+    call is refused, R2.2); the route's ``output = "body"`` (one frame: A2A
+    ``message/send``) or ``"items"`` (one frame per item of a JSON array:
+    ADK ``POST /run``) says yes, ``"none"`` says no (Hermes's ``202
+    {"run_id"}``); ``"auto"`` says yes only for an error envelope (a JSON
+    object with a top-level ``error``, e.g. A2A's JSON-RPC error answered as
+    ``application/json`` instead of a stream), so the adapter can report the
+    failure.
     """
     if match is None or match.capability not in OUTPUT_CAPABILITIES:
         return False
     if status is None or status >= 400 or body_json is None:
         return False
-    if match.output == "body":
+    if match.output in ("body", "items"):
         return True
     if match.output == "none":
         return False
     return isinstance(body_json, dict) and body_json.get("error") is not None
+
+
+def output_frames(match: Match | None, status: int | None, body: bytes | None, exchange_index: int, at: float,
+                  *, first_index: int = 0) -> list[Any]:
+    """The ``body`` frames of a non-streamed response (:func:`body_is_output`), else ``[]``.
+
+    ``output = "items"`` and a JSON array: one frame per item, each the
+    item's exact bytes with its offsets in the body (an ADK ``/run`` reply
+    is the list of the events ``/run_sse`` would have streamed); otherwise
+    one frame holding the whole body.  Decoded bytes in, frames out: the
+    recorder and ``import`` call this with the same arguments.
+    """
+    if not body:
+        return []
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    if not body_is_output(match, status, doc):
+        return []
+    from ..wire import body_frame
+
+    assert match is not None
+    if match.output == "items" and isinstance(doc, list):
+        spans = _item_spans(body)
+        if spans is not None:
+            return [body_frame(body[s:e], exchange_index, at, index=first_index + i, start=s)
+                    for i, (s, e) in enumerate(spans)]
+    return [body_frame(body, exchange_index, at, index=first_index)]
+
+
+_WS = " \t\r\n"
+
+
+def _item_spans(body: bytes) -> list[tuple[int, int]] | None:
+    """Byte spans of the items of a JSON array body (None if it is not one)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int]] = []
+    i = len(text) - len(text.lstrip(_WS))
+    if i >= len(text) or text[i] != "[":
+        return None
+    i += 1
+    byte = len(text[:i].encode("utf-8"))
+    pos = i
+    while True:
+        j = pos
+        while j < len(text) and text[j] in _WS:
+            j += 1
+        if j < len(text) and text[j] == "]":
+            return spans
+        if spans:
+            if j >= len(text) or text[j] != ",":
+                return None
+            j += 1
+            while j < len(text) and text[j] in _WS:
+                j += 1
+        try:
+            _, end = decoder.raw_decode(text, j)
+        except ValueError:
+            return None
+        start_b = byte + len(text[pos:j].encode("utf-8"))
+        end_b = start_b + len(text[j:end].encode("utf-8"))
+        spans.append((start_b, end_b))
+        pos, byte = end, end_b

@@ -237,9 +237,10 @@ class Route(BaseModel):
     #: (False), or decide by Content-Type (None).
     stream: bool | None = None
     #: What carries the run's output: ``auto`` (a streamed response's
-    #: frames), ``body`` (the whole JSON response, one frame) or ``none``
-    #: (the response only acknowledges).
-    output: Literal["auto", "body", "none"] = "auto"
+    #: frames; a 2xx JSON error envelope too), ``body`` (the whole JSON
+    #: response, one frame), ``items`` (one frame per item of a JSON array
+    #: response) or ``none`` (the response only acknowledges).
+    output: Literal["auto", "body", "items", "none"] = "auto"
     #: Body conditions under which a derived run id continues the session's
     #: latest run instead of starting a new one (the OpenAI tool loop).
     continue_when: dict[str, CondValue] = Field(default_factory=dict)

@@ -271,3 +271,22 @@ def test_match_is_frozen_and_serialisable():
         m.run_id = "x"  # type: ignore[misc]
     assert m.to_json()["capability"] == "history"
     assert isinstance(m, Match) and m.get("session") == "s"
+
+
+def test_output_frames_one_per_item_with_exact_bytes_or_one_for_the_body():
+    from chatkit_trace.capture import output_frames
+
+    adk = load_profile("adk")
+    run = adk.match("POST", "/run", [], b'{"sessionId": "s"}')
+    body = '[ {"id": "a", "text": "caf\u00e9"} ,\n {"id": "b", "n": [1, 2]}]'.encode()
+    frames = output_frames(run, 200, body, 7, 1.5)
+    assert [(f.exchange_index, f.index, f.transport, f.at) for f in frames] == [(7, 0, "body", 1.5), (7, 1, "body", 1.5)]
+    assert [body[f.start:f.end] for f in frames] == [b'{"id": "a", "text": "caf\xc3\xa9"}', b'{"id": "b", "n": [1, 2]}']
+    assert [json.loads(f.text)["id"] for f in frames] == ["a", "b"]
+    assert output_frames(run, 200, b"[]", 0, 0.0) == []
+    assert len(output_frames(run, 200, b'{"not": "a list"}', 0, 0.0)) == 1
+    assert output_frames(run, 500, body, 0, 0.0) == [] and output_frames(run, 200, b"[1,", 0, 0.0) == []
+    send = load_profile("a2a").match("POST", "/", [], b'{"method": "SendMessage", "params": {"message": {}}}')
+    (one,) = output_frames(send, 200, b'{"result": {"task": {}}}', 0, 0.0, first_index=3)
+    assert one.index == 3 and one.text == '{"result": {"task": {}}}'
+    assert output_frames(load_profile("hermes").match("POST", "/v1/runs", [], b"{}"), 202, b'{"run_id": "r"}', 0, 0.0) == []
