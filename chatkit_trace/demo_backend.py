@@ -23,7 +23,7 @@ events from ``e0`` (``started``).  The backend stores the frames it sends and
 history returns them, so history is isomorphic with the live stream.
 
 **Scenario by keyword** in the user's text (first match): ``fail`` (a
-remote failure), ``slow`` (a little text, then nothing until stopped),
+remote failure), ``slow`` (one chunk of text, then nothing until stopped),
 ``long`` or ``story`` (a longer answer with a tool call whose result takes
 ``hold`` ms: made for cutting and resuming), ``tool`` (one tool call), else
 a text answer.
@@ -56,7 +56,8 @@ proxy's response timeout does), ``lag=N`` makes history of a *running* run
 list all but its last ``N`` frames (a write-behind store, so a reloaded
 page resumes from an event it has already seen), ``pace=MS`` the delay
 before each event (server default ``--pace-ms``), ``hold=MS`` how long the
-``long`` scenario's tool takes.  ``cut`` and ``close`` only act on a stream
+``long`` scenario's tool takes, ``scenario=KIND`` plays that scenario
+whatever the text says (for suites that always send the same text).  ``cut`` and ``close`` only act on a stream
 that still has events to send after the ``N``-th.
 """
 
@@ -133,6 +134,8 @@ class SessionOptions:
     lag: int = 0
     pace: float | None = None
     hold: float | None = None
+    #: every run of the session plays this scenario, whatever the text says
+    scenario: str | None = None
 
     def bugs(self) -> list[str]:
         return [name for name in BUGS if getattr(self, name.replace("-", "_"))]
@@ -143,6 +146,8 @@ class SessionOptions:
             value = getattr(self, name)
             if value:
                 out[name] = value
+        if self.scenario:
+            out["scenario"] = self.scenario
         return out
 
 
@@ -169,6 +174,8 @@ def parse_options(session_id: str) -> SessionOptions:
             except ValueError:
                 continue  # a label that happens to look like an option
             values[name] = n if name in ("pace", "hold") else int(n)
+        elif eq and name == "scenario" and value in SCENARIOS:
+            values["scenario"] = value
     return SessionOptions(**values)
 
 
@@ -190,6 +197,10 @@ def options_from_json(value: Any, base: SessionOptions | None = None) -> Session
                 if b not in BUGS:
                     raise ValueError(f"unknown bug {b!r}; known: {', '.join(BUGS)}")
                 values[b.replace("-", "_")] = True
+        elif key == "scenario":
+            if item is not None and item not in SCENARIOS:
+                raise ValueError(f"unknown scenario {item!r}; known: {', '.join(SCENARIOS)}")
+            values["scenario"] = item
         elif key in BEHAVIOURS:
             if item is None:
                 values[key] = None if key in ("pace", "hold") else 0
@@ -197,7 +208,9 @@ def options_from_json(value: Any, base: SessionOptions | None = None) -> Session
                 n = _number(key, item)
                 values[key] = n if key in ("pace", "hold") else int(n)
         else:
-            raise ValueError(f"unknown option {key!r}; known: bugs, {', '.join(BEHAVIOURS)}")
+            raise ValueError(
+                f"unknown option {key!r}; known: bugs, scenario, {', '.join(BEHAVIOURS)}"
+            )
     return SessionOptions(**values)
 
 
@@ -238,11 +251,8 @@ def script(kind: str, text: str = "", opts: SessionOptions = SessionOptions()) -
             ),
         ]
     elif kind == "slow":
-        steps = [
-            ({"type": "text", "text": "Working on it"}, "pace"),
-            ({"type": "text", "text": "…"}, "pace"),
-            None,
-        ]
+        # One chunk, then nothing until stopped: no output can race the stop's acknowledgement.
+        steps = [({"type": "text", "text": "Working on it…"}, "pace"), None]
     elif kind == "tool":
         steps = [
             ({"type": "text", "text": "Let me look that up."}, "pace"),
@@ -418,7 +428,7 @@ class DemoBackend:
             if s.options.history_ids
             else run_id
         )
-        kind = scenario_for(text)
+        kind = s.options.scenario or scenario_for(text)
         run = Run(run_id, s, text, kind, int(time.time() * 1000), history_id)
         s.runs[run_id] = run
         run.append({"type": "started", "run": run_id})

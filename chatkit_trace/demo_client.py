@@ -69,18 +69,28 @@ class HttpChat:
     """
 
     def __init__(
-        self, base_url: str, http: aiohttp.ClientSession, *, send_subscribe: bool = False
+        self,
+        base_url: str,
+        http: aiohttp.ClientSession,
+        *,
+        send_subscribe: bool = False,
+        session_suffix: str = "",
     ) -> None:
         self.base = base_url.rstrip("/")
         self.http = http
         self.send_subscribe = send_subscribe
+        #: appended to the session id in URLs (``+scenario=tool``: the demo backend's options)
+        self.session_suffix = session_suffix
         self.open: list[aiohttp.ClientResponse] = []
         #: completed capability calls by name (run, abort, resume, history, subscribe)
         self.done: Counter[str] = Counter()
         self.in_flight = 0
 
     def _url(self, *parts: str) -> str:
-        return self.base + "/" + "/".join(quote(p, safe="") for p in parts)
+        return self.base + "/" + "/".join(quote(p, safe="+=") for p in parts)
+
+    def _sid(self, session_id: str) -> str:
+        return session_id + self.session_suffix
 
     async def _call(
         self, name: str, method: str, url: str, *, json: Any = None, stream: bool = False
@@ -110,35 +120,47 @@ class HttpChat:
         }
         if self.send_subscribe:
             return await self._call(
-                "run", "POST", self._url("send"), json={"sessionId": req.session_id, **body}
+                "run",
+                "POST",
+                self._url("send"),
+                json={"sessionId": self._sid(req.session_id), **body},
             )
         return await self._call(
-            "run", "POST", self._url("sessions", req.session_id, "runs"), json=body, stream=True
+            "run",
+            "POST",
+            self._url("sessions", self._sid(req.session_id), "runs"),
+            json=body,
+            stream=True,
         )
 
     async def abort(self, req: AbortRequestArgs) -> Any:
         return await self._call(
             "abort",
             "POST",
-            self._url("sessions", req.session_id, "runs", req.run_id, "stop"),
+            self._url("sessions", self._sid(req.session_id), "runs", req.run_id, "stop"),
             json={},
         )
 
     async def resume(self, req: ResumeRequestArgs) -> Any:
         url = (
-            self._url("sessions", req.session_id, "runs", req.run_id, "events")
+            self._url("sessions", self._sid(req.session_id), "runs", req.run_id, "events")
             + "?after="
             + quote(req.event_id, safe="")
         )
         return await self._call("resume", "GET", url, stream=True)
 
     async def history(self, req: HistoryRequestArgs) -> Any:
-        return await self._call("history", "GET", self._url("sessions", req.session_id, "runs"))
+        return await self._call(
+            "history", "GET", self._url("sessions", self._sid(req.session_id), "runs")
+        )
 
     async def subscribe(self, args: Any) -> Any:
         sid = args["sessionId"] if isinstance(args, dict) else args.session_id
         return await self._call(
-            "subscribe", "GET", self.base + "/events?sessionId=" + quote(sid, safe=""), stream=True
+            "subscribe",
+            "GET",
+            self.base + "/events?sessionId=" + quote(self._sid(sid), safe=""),
+            stream=True,
         )
 
     def adapter(self) -> Adapter:

@@ -46,6 +46,8 @@ def test_session_ids_spell_options():
     # parts that are not options are labels; a malformed number is a label too
     assert parse_options("my-session+cut=x+history-ids=1") == SessionOptions()
     assert parse_options("+".join(BUGS)).bugs() == list(BUGS)
+    assert parse_options("conformance-fail+scenario=tool").scenario == "tool"
+    assert parse_options("s+scenario=dance").scenario is None
 
 
 def test_options_from_json_checks_names():
@@ -57,6 +59,15 @@ def test_options_from_json_checks_names():
         options_from_json({"cutt": 1})
     with pytest.raises(ValueError, match=">= 0"):
         options_from_json({"lag": -1})
+    with pytest.raises(ValueError, match="unknown scenario"):
+        options_from_json({"scenario": "dance"})
+    assert options_from_json({"scenario": "slow"}).to_json() == {"bugs": [], "scenario": "slow"}
+
+
+async def test_a_session_can_fix_its_scenario(server):
+    url, _, http = server
+    evs, _, _ = await run(http, url, "s+scenario=tool", "hello")
+    assert types(evs) == ["started", "text", "tool", "tool_result", "text", "done"]
 
 
 @pytest.mark.parametrize(
@@ -146,14 +157,14 @@ async def test_slow_streams_until_stopped(server):
     async with http.post(
         f"{url}/sessions/clean/runs", json={"runId": "r1", "text": "slow"}
     ) as resp:
-        body, end = await read_stream(resp, until=3)
-        assert end == "open" and types(events(body)) == ["started", "text", "text"]
+        body, end = await read_stream(resp, until=2)
+        assert end == "open" and types(events(body)) == ["started", "text"]
         async with http.post(f"{url}/sessions/clean/runs/r1/stop", json={}) as stop:
             assert stop.status == 204
         rest, end = await read_stream(resp)
     assert (rest, end) == (b"", "eof")  # ends cleanly, no conclusion event: history says how
     (h,) = (await history(http, url, "clean"))["runs"]
-    assert h["status"] == "interrupted" and [f["id"] for f in h["frames"]] == ["e0", "e1", "e2"]
+    assert h["status"] == "interrupted" and [f["id"] for f in h["frames"]] == ["e0", "e1"]
 
 
 async def test_a_run_without_run_id_gets_one_and_errors_are_json(server):
@@ -275,7 +286,7 @@ async def test_stop_ignored(server):
     async with http.post(
         f"{url}/sessions/stop-ignored/runs", json={"runId": "r1", "text": "slow"}
     ) as resp:
-        await read_stream(resp, until=3)
+        await read_stream(resp, until=2)
         async with http.post(f"{url}/sessions/stop-ignored/runs/r1/stop") as stop:
             assert stop.status == 204
         rest, end = await read_stream(resp, timeout=0.3)
