@@ -433,3 +433,17 @@ def test_myproto_preset_is_chatkits_example():
     assert p.match("POST", "/api/chat/send", [], b'{"sessionId":"s1","runId":"r2"}').run_id == "r2"
     assert p.match("GET", "/api/chat/events?sessionId=s1", [], None).capability == "subscribe"
     assert p.match("GET", "/favicon.ico", [], None) is None
+
+
+def test_the_example_in_docs_profiles_md_loads_and_matches(tmp_path):
+    doc = (Path(__file__).parents[2] / "docs" / "profiles.md").read_text()
+    example = doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = write(tmp_path, example, "team-adk.toml")
+    p = load_profile(str(path))
+    assert (p.name, p.protocol, p.capabilities, len(p.routes)) == ("team-adk", "adk", ["run", "history", "abort"], 6)
+    m = p.match("GET", "/agent/invocations/e-1/events?follow=1&after=e5", [("X-Session-Id", "s1")], None)
+    assert (m.capability, m.session_id, m.run_id, m.cursor) == ("resume", "s1", "e-1", "e5")
+    m = p.match("POST", "/agent/sessions/s1/regenerate", [("content-type", "application/json")],
+                b'{"mode": "retry", "newInvocationId": "e-2", "targetInvocationId": "e-1"}')
+    assert (m.capability, m.run_id, m.target_run_id) == ("regenerate", "e-2", "e-1")
+    assert p.redact.headers == ["X-Tenant-Key"] and p.redact.fields == ["customer_email"]
