@@ -26,7 +26,9 @@ Derived ids (never random; ``run_id_source == "derived"``)
   derived in its session, in request order.  A route's ``continue_when``
   conditions mark a request that continues the session's latest run instead
   (the OpenAI tool loop: the request whose last message has ``role: tool``
-  is the same chatkit run as the one that asked for the tool).
+  is the same chatkit run as the one that asked for the tool).  On a route
+  that does not start a run (``POST /sessions/{s}/stop``), a ``derived`` run
+  is the session's latest run.
 * **session** ``derived`` (scheme ``exchange``, the default): ``x{index}``,
   a session of its own named after the exchange index; scheme ``run``: the
   run id (Hermes: a ``POST /v1/runs`` without ``session_id`` is its own
@@ -410,17 +412,20 @@ class IdentityTracker:
         schemes = [s.scheme or "exchange" for s in plan.session if s.kind == "derived"]
         if session is None and "exchange" in schemes:
             session, ssrc = f"x{exchange_index}", "derived"
-        # a derived run: the n-th of its session, or the latest one continued
+        # a derived run: the n-th of its session, or the latest one continued;
+        # a route that only names "the current run" (stop, status) means the latest
         if run is None and (starts or any(s.kind == "derived" for s in plan.run)):
             key = session or ""
             last = self.last_run.get(key)
-            if match.continues and last is not None:
+            if not starts:
+                run = last
+            elif match.continues and last is not None:
                 run = last
             else:
                 n = self.derived_runs.get(key, 0) + 1
                 self.derived_runs[key] = n
                 run = f"run-{n}"
-            rsrc = "derived"
+            rsrc = "derived" if run is not None else rsrc
         if session is None and "run" in schemes and run is not None:
             session, ssrc = run, "derived"
         # remember

@@ -290,3 +290,15 @@ def test_output_frames_one_per_item_with_exact_bytes_or_one_for_the_body():
     (one,) = output_frames(send, 200, b'{"result": {"task": {}}}', 0, 0.0, first_index=3)
     assert one.index == 3 and one.text == '{"result": {"task": {}}}'
     assert output_frames(load_profile("hermes").match("POST", "/v1/runs", [], b"{}"), 202, b'{"run_id": "r"}', 0, 0.0) == []
+
+
+def test_a_derived_run_on_a_stop_route_is_the_sessions_latest_run():
+    p = profile({"capability": "run", "path": "/s/{s}/chat", "session": "path:s"},
+                {"capability": "abort", "path": "/s/{s}/stop", "session": "path:s", "run": "derived"})
+    t = IdentityTracker()
+    assert t.assign(p.match("POST", "/s/a/stop", [], None), 0).run_id is None  # nothing to stop yet
+    assert t.assign(p.match("POST", "/s/a/chat", [], None), 1).run_id == "run-1"
+    assert t.assign(p.match("POST", "/s/a/chat", [], None), 2).run_id == "run-2"
+    stop = t.assign(p.match("POST", "/s/a/stop", [], None), 3)
+    assert (stop.run_id, stop.run_id_source) == ("run-2", "derived")
+    assert t.assign(p.match("POST", "/s/b/stop", [], None), 4).run_id is None
