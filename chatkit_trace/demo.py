@@ -260,11 +260,28 @@ def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoRe
         proxy.cleanup()  # also after Ctrl-C, which interrupts asyncio.run
     if not db.exists():
         raise RuntimeError("the recording proxy wrote no trace")
+    _note_profile(db, PROTOCOLS[protocol])
     t = time.monotonic()
     # The profile is named: a trace recorded by the proxy may not say it in a form every loader reads.
     report.check = run_check(str(db), profile=PROTOCOLS[protocol])
     report.timings["check"] = time.monotonic() - t
     return report
+
+
+def _note_profile(db: Path, profile: str) -> None:
+    """Name the profile in the trace's meta (``profile``, ``protocol``, ``capabilities``)
+    when the recorder did not, so ``check`` and ``view`` need no ``--profile``."""
+    from .capture.profiles import load_profile
+    from .store import TraceStore
+
+    prof = load_profile(profile)
+    with TraceStore(db) as store:
+        if store.get_meta("protocol"):
+            return
+        store.set_meta("profile", prof.name)
+        store.set_meta("protocol", prof.protocol)
+        store.set_meta("capabilities", sorted(prof.capabilities))
+        store.commit()
 
 
 # ---------------------------------------------------------------------- output
@@ -352,14 +369,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_view and sys.stdin.isatty() and sys.stdout.isatty():
         why = _viewer_available()
         if why is None:
-            main(["view", str(db)])
+            main(["view", str(db), "--profile", PROTOCOLS[args.protocol]])
         else:
             print(f"not opening the viewer: {why}")
     else:
         why = _viewer_available()
-        print(
-            f"look at it: chatkit-trace view {db}"
-            if why is None
-            else f"check it again: chatkit-trace check {db}"
-        )
+        print(f"check it again: chatkit-trace check {db}")
+        if why is None:
+            print(f"look at it:     chatkit-trace view {db}")
     return 0 if report.all_ok else 1

@@ -25,7 +25,8 @@ history returns them, so history is isomorphic with the live stream.
 **Scenario by keyword** in the user's text (first match): ``fail`` (a
 remote failure), ``slow`` (one chunk of text, then nothing until stopped),
 ``long`` or ``story`` (a longer answer with a tool call whose result takes
-``hold`` ms: made for cutting and resuming), ``tool`` (one tool call), else
+``hold`` ms, and waits for a reader if the run's stream was cut and nobody
+resumed yet: made for cutting and resuming), ``tool`` (one tool call), else
 a text answer.
 
 **Options per session**, so one process serves a clean session next to
@@ -338,6 +339,8 @@ class Run:
     task: asyncio.Task[None] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
+    #: streams writing this run right now
+    attached: int = 0
 
     @property
     def ended(self) -> bool:
@@ -396,9 +399,12 @@ class Session:
 class DemoBackend:
     """The demo backend's state and routes (``app()`` builds the aiohttp application)."""
 
-    def __init__(self, *, pace_ms: float = 5.0, hold_ms: float = 600.0) -> None:
+    def __init__(
+        self, *, pace_ms: float = 5.0, hold_ms: float = 300.0, unwatched_s: float = 30.0
+    ) -> None:
         self.pace_ms = pace_ms
         self.hold_ms = hold_ms
+        self.unwatched_s = unwatched_s
         self.sessions: dict[str, Session] = {}
         self._configured: dict[str, SessionOptions] = {}
         self._minted = 0
@@ -451,6 +457,8 @@ class DemoBackend:
                 return
             event, delay = step
             await asyncio.sleep(self._delay(run, delay))
+            if delay == "hold":
+                await self._until_watched(run)
             if run.ended:
                 return
             run.append(dict(event))
@@ -461,6 +469,15 @@ class DemoBackend:
         elif run.status == "running":
             run.closed = True  # no-end: the stream stops, the run stays running
             run.notify()
+
+    async def _until_watched(self, run: Run) -> None:
+        """A held step waits for a reader when nobody watches the run (its stream was cut
+        and the client has not resumed yet), up to ``unwatched_s``: so a resume always
+        finds the run still going, however slow the client."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.unwatched_s
+        while not run.attached and not run.session.listeners and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     def stop(self, run: Run) -> None:
         run.stop_requested = True
@@ -486,6 +503,7 @@ class DemoBackend:
         )
         await resp.prepare(request)
         run.streams += 1
+        run.attached += 1
         limit = (o.cut or o.close) if first else 0
         written = 0
         pending: list[dict[str, Any]] = []
@@ -524,12 +542,14 @@ class DemoBackend:
                             _reset(request)
                         else:
                             await resp.write_eof()
-                        return resp
+                        return resp  # (finally: detached)
             if run.marker:
                 await resp.write(sse(None, "[DONE]"))
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away
+        finally:
+            run.attached -= 1
         return resp
 
     # -- routes ------------------------------------------------------------------
@@ -706,7 +726,7 @@ def _reset(request: web.Request) -> None:
 
 @contextlib.asynccontextmanager
 async def running_backend(
-    host: str = "127.0.0.1", port: int = 0, *, pace_ms: float = 5.0, hold_ms: float = 600.0
+    host: str = "127.0.0.1", port: int = 0, *, pace_ms: float = 5.0, hold_ms: float = 300.0
 ) -> AsyncIterator[tuple[str, DemoBackend]]:
     """Serve a :class:`DemoBackend` on ``host:port`` (0: a free port); yields ``(url, backend)``."""
     backend = DemoBackend(pace_ms=pace_ms, hold_ms=hold_ms)
@@ -763,9 +783,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--hold-ms",
         type=float,
-        default=600.0,
+        default=300.0,
         metavar="MS",
-        help="how long the long scenario's tool takes (default 600)",
+        help="how long the long scenario's tool takes (default 300)",
     )
     p.set_defaults(run=run)
 

@@ -307,6 +307,19 @@ async def test_cut_resets_the_first_stream_after_n_events(server):
     assert end == "eof" and types(evs)[-1] == "done"
 
 
+async def test_after_a_cut_the_held_step_waits_for_a_reader(server):
+    url, _, http = server
+    sid = "s+cut=6+hold=20"
+    _, end, _ = await run(http, url, sid, "a long story")
+    assert end == "reset"
+    await asyncio.sleep(0.3)  # far beyond hold: the tool result still waits for a reader
+    (h,) = (await history(http, url, sid))["runs"]
+    assert h["status"] == "running" and len(h["frames"]) == 6
+    async with http.get(f"{url}/sessions/{sid}/runs/r1/events", params={"after": "e5"}) as resp:
+        ids = [i for i, _ in events((await read_stream(resp))[0])]
+    assert ids == ["e6", "e7", "e8", "e9"]
+
+
 async def test_close_ends_the_first_stream_cleanly_after_n_events(server):
     url, _, http = server
     evs, end, _ = await run(http, url, "s+close=3", "a long story")

@@ -179,3 +179,52 @@ def test_a_bad_option_is_a_usage_error():
     )
     assert proc.returncode == 2 and "--pace-ms must be >= 0" in proc.stderr
     assert os.path.basename(sys.executable)  # the demo runs with the same interpreter
+
+
+def test_in_a_terminal_the_demo_opens_the_viewer_and_returns_when_it_closes(tmp_path):
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    db = tmp_path / "tty.db"
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chatkit_trace.cli", "demo", "--db", str(db)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        env={**os.environ, "TERM": "xterm-256color"},
+    )
+    os.close(slave)
+    out = b""
+    quit_sent = False
+    deadline = time.monotonic() + 90
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+            if not quit_sent and b"\x1b[?1049h" in out:  # the viewer took the screen
+                time.sleep(1.5)
+                os.write(master, b"q")
+                quit_sent = True
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert "What each session shows" in text
+    if b"not opening the viewer" in out:  # an installation without the viewer says so
+        assert not quit_sent
+    else:
+        assert quit_sent, text[-2000:]
+    assert proc.returncode == 0, text[-2000:]
+    assert not _processes_naming(str(db))
