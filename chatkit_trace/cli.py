@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "runs": "chatkit_trace.runscmd",
     "diff": "chatkit_trace.diffcmd",
     "redecode": "chatkit_trace.redecodecmd",
+    "view": "chatkit_trace.viewcmd",
     "import": "chatkit_trace.importer",
 }
 

@@ -1,0 +1,307 @@
+"""``chatkit-trace view``: the Textual app.
+
+Structure (harlequin's habits): screens in their own modules
+(:mod:`.runs_screen`, :mod:`.run_screen`, :mod:`.dialogs`), widgets in
+:mod:`.widgets`, worker messages in :mod:`.messages`, all styling in
+``viewer.tcss``, and no SQL outside :mod:`.data`.
+
+Workers (threads, never the UI loop): the analysis of a trace that has no
+derived tables yet (:mod:`.analysis`), a run's replay (:mod:`.replay`) and
+text searches.  A one-second timer polls the file (``PRAGMA data_version``)
+and reloads what is on screen when the recorder wrote to it (live tail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.worker import get_current_worker
+
+from .analysis import AUTO_LIMIT, analyse
+from .data import FindingInfo, RunInfo, TraceData, writable
+from .messages import AnalysisDone, AnalysisProgress, TraceChanged
+from .render import esc
+
+__all__ = ["ViewerApp", "Source", "open_source"]
+
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+@dataclass
+class Source:
+    """A trace to view: where it is and how to decode it."""
+
+    path: str  # the database the viewer reads (an imported HAR/flow lands in a temporary one)
+    shown: str  # what the user pointed at
+    adapter: Any
+    capabilities: frozenset[str] | None
+    profile: str | None
+    kind: str = "db"
+
+
+def open_source(path: str | Path, profile: str | None = None) -> Source:
+    """Open ``path`` like every command does (clear errors for bad files), resolve the adapter."""
+    from chatkit_trace.loading import open_trace
+
+    loaded = open_trace(path, profile=profile)
+    try:
+        return Source(str(loaded.store.path), str(path), loaded.adapter, loaded.capabilities, loaded.profile, loaded.kind)
+    finally:
+        loaded.close()
+
+
+class ViewerApp(App[None]):
+    """Browse sessions and runs, replay a run frame by frame, see why."""
+
+    CSS_PATH = "viewer.tcss"
+    TITLE = "chatkit-trace view"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark,f1", "help", "help", key_display="?"),
+        Binding("ctrl+t", "toggle_theme", "light/dark", show=False),
+    ]
+
+    def __init__(
+        self,
+        source: Source | str | Path,
+        *,
+        profile: str | None = None,
+        session: str | None = None,
+        run: str | None = None,
+        analyse: str = "auto",  # auto | always | never
+        poll: float = 1.0,
+        theme: str | None = None,
+        side_dir: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source if isinstance(source, Source) else open_source(source, profile)
+        self.data = TraceData(self.source.path)
+        self.adapter = self.source.adapter
+        self.capabilities = self.source.capabilities
+        self.profile = self.source.profile
+        self.user_profile = profile
+        self.start_session = session
+        self.start_run = run
+        self.analyse_mode = analyse
+        self.poll_interval = poll
+        self.side_dir = side_dir
+        self.initial_theme = theme
+        self.analysed = False
+        self.analysing: tuple[str, float | None] | None = None
+        self.analysis_error: str | None = None
+        self.live = False
+        self._data_version: int | None = None
+        self._quiet_polls = 0
+        self.counts = {"frames": 0, "exchanges": 0}
+
+    @property
+    def source_path(self) -> str:
+        return self.source.shown
+
+    # -- start ----------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        from .runs_screen import RunsScreen
+
+        if self.initial_theme:
+            self.theme = self.initial_theme
+        self.counts = self.data.counts()
+        self.analysed = self.data.has_derived()
+        self.push_screen(RunsScreen())
+        self.start_analysis()
+        if self.start_session or self.start_run:
+            self.call_after_refresh(self._open_start_run)
+        if self.poll_interval:
+            self._data_version = self.data.data_version()
+            self.set_interval(self.poll_interval, self.poll)
+
+    def _open_start_run(self) -> None:
+        runs = self.data.runs()
+        match = [
+            r for r in runs
+            if (self.start_session is None or r.session_id == self.start_session)
+            and (self.start_run is None or r.run_id == self.start_run)
+        ]
+        if not match:
+            what = " ".join(x for x in (self.start_session and f"session {self.start_session}", self.start_run and f"run {self.start_run}") if x)
+            self.notify(f"no {what} in this trace", severity="warning", timeout=5)
+            return
+        r = match[0]
+        self.open_run(r.session_id, r.run_id)
+
+    def open_run(self, session_id: str, run_id: str, finding: FindingInfo | None = None) -> None:
+        from .run_screen import RunScreen
+
+        run = next((r for r in self.data.runs() if r.key == (session_id, run_id)), None)
+        if run is None:
+            self.notify(f"no run {run_id} in session {session_id}", severity="warning")
+            return
+        self.push_screen(RunScreen(run, finding))
+
+    # -- analysis -------------------------------------------------------------------------
+
+    def start_analysis(self, *, force: bool = False) -> None:
+        """Derive facts, runs and findings when the trace has none (or when asked)."""
+        if self.analysing is not None:
+            return
+        mode = "always" if force else self.analyse_mode
+        if mode == "never":
+            return
+        frames = self.counts["frames"]
+        if mode == "auto":
+            has_findings = self.data.has_findings()
+            if self.analysed and (has_findings or frames > 20_000):
+                return
+            if frames > AUTO_LIMIT:
+                self.notify(
+                    f"{frames} frames and no derived tables: press a to analyse (or run chatkit-trace check)",
+                    timeout=8,
+                )
+                return
+            if self.counts["exchanges"] == 0:
+                return
+        self.analysing = ("starting", None)
+        self.analysis_error = None
+        self.refresh_titles()
+        self.run_analysis()
+
+    @work(thread=True, exclusive=True, group="analysis")
+    def run_analysis(self) -> None:
+        worker = get_current_worker()
+        path = self.source.path
+        write_back = self.source.kind == "db" and writable(path) and not self.data_looks_live()
+        try:
+            result = analyse(
+                path,
+                profile=self.user_profile,
+                write_back=write_back,
+                side_dir=self.side_dir,
+                progress=lambda what, frac: self.post_message(AnalysisProgress(what, frac)),
+                cancelled=lambda: worker.is_cancelled,
+            )
+        except Exception as err:  # noqa: BLE001 - shown, the viewer keeps working without derived data
+            self.post_message(AnalysisDone(None, f"{type(err).__name__}: {err}"))
+            return
+        if result is not None:
+            self.post_message(AnalysisDone(result.derived_path, None, result.findings))
+
+    def data_looks_live(self) -> bool:
+        """A stream without an end: the recorder may still be writing (do not write into it)."""
+        try:
+            row = self.data.conn().execute(
+                "SELECT 1 FROM exchanges WHERE transport IS NOT NULL AND end IS NULL LIMIT 1"
+            ).fetchone()
+        except Exception:  # noqa: BLE001
+            return True
+        return row is not None or self.live
+
+    def on_analysis_progress(self, message: AnalysisProgress) -> None:
+        self.analysing = (message.what, message.fraction)
+        self.refresh_titles()
+
+    def on_analysis_done(self, message: AnalysisDone) -> None:
+        self.analysing = None
+        if message.error:
+            self.analysis_error = message.error
+            self.notify(f"analysis failed: {message.error}", severity="error", timeout=10)
+        else:
+            if message.derived_path is not None:
+                self.data.set_derived(message.derived_path)
+            else:
+                self.data.invalidate()
+            self.analysed = True
+            self.reload_screens()
+        self.refresh_titles()
+
+    # -- live tail -------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        try:
+            version = self.data.data_version()
+        except Exception:  # noqa: BLE001 - the file went away: keep what is on screen
+            return
+        if self._data_version is not None and version != self._data_version:
+            self._data_version = version
+            self.live = True
+            self._quiet_polls = 0
+            self.data.invalidate()
+            self.counts = self.data.counts()
+            self.analysed = self.data.has_derived() or self.analysed
+            self.post_message(TraceChanged())
+        else:
+            self._data_version = version
+            if self.live:
+                self._quiet_polls += 1
+                if self._quiet_polls * self.poll_interval > 10:
+                    self.live = False
+                    self.refresh_titles()
+
+    def on_trace_changed(self, message: TraceChanged) -> None:
+        self.reload_screens()
+
+    def reload_screens(self) -> None:
+        from .run_screen import RunScreen
+        from .runs_screen import RunsScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, RunsScreen):
+                screen.refresh_runs()
+            elif isinstance(screen, RunScreen):
+                screen.trace_changed()
+
+    # -- titles ------------------------------------------------------------------------------
+
+    def title_line(self, runs: list[RunInfo]) -> Content:
+        name = Path(self.source_path).name
+        sessions = len({r.session_id for r in runs})
+        parts = [
+            f"[b]chatkit-trace[/b] [$text-accent b]{esc(name)}[/]",
+            esc(self.profile or self.data.meta().get("protocol") or "?"),
+            f"{sessions} session(s)",
+            f"{len(runs)} run(s)",
+            f"{self.counts['frames']} frames",
+        ]
+        if self.analysing is not None:
+            what, frac = self.analysing
+            if frac is None:
+                parts.append(f"[$text-warning]analysing: {esc(what)}…[/]")
+            else:
+                filled = int(frac * 10)
+                parts.append(f"[$text-warning]analysing {'█' * filled}{'░' * (10 - filled)} {frac * 100:.0f}% {esc(what)}[/]")
+        elif self.analysis_error:
+            parts.append("[$text-error]analysis failed (a: retry)[/]")
+        elif not self.analysed:
+            parts.append("[$text-muted]not analysed (a: analyse)[/]")
+        if self.live:
+            parts.append("[$text-warning b]● live[/]")
+        return Content.from_markup("  ".join(parts))
+
+    def refresh_titles(self) -> None:
+        from .run_screen import RunScreen
+        from .runs_screen import RunsScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, RunsScreen):
+                screen.update_title()
+            elif isinstance(screen, RunScreen):
+                screen.update_title()
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from .dialogs import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.theme != LIGHT else DARK
+
+    def on_unmount(self) -> None:
+        self.data.close()

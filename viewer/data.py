@@ -1,0 +1,879 @@
+"""The viewer's data layer: SQLite reads, paged and cached, never a whole trace.
+
+Theory of operation
+-------------------
+The trace file is the source of truth and may be growing (the recorder
+writes it in WAL mode while we read).  Everything the screens show comes
+from small indexed queries:
+
+* the run list from the derived ``runs`` and ``findings`` tables, or, before
+  a trace has been analysed, from ``exchanges`` grouped by run (one index
+  seek per exchange for its frame count);
+* a run's timeline is a :class:`Timeline`: the run's rows in the order the
+  pipeline replays them (request start, frames, end of stream; key
+  ``(t, exchange, kind, frame)``) compressed into *segments* of consecutive
+  frames of one exchange, so random access is a bisect and memory is
+  O(segments), not O(frames);
+* rows are fetched a page at a time (:meth:`TraceData.page`) and kept in a
+  bounded LRU cache.
+
+Derived tables live in the trace itself, or, when the viewer analysed a
+read-only trace, in a side database (:attr:`TraceData.derived_path`).  Every
+thread gets its own read-only connection (:meth:`TraceData.conn`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "START",
+    "END",
+    "RunInfo",
+    "FindingInfo",
+    "ExchangeInfo",
+    "Row",
+    "FactCell",
+    "Timeline",
+    "TraceData",
+    "LRU",
+    "display_status",
+    "parse_ref",
+]
+
+#: Frame index of an exchange's "request" row and of its "end of stream" row.
+START = -1
+END = 1 << 30
+#: Capabilities whose response stream carries the run's events.
+STREAMING = ("run", "regenerate", "edit", "resume")
+DEFAULT_SESSION = "default"
+PAGE = 128
+
+
+def display_status(status: str | None, connection: str | None) -> str:
+    """The status a person reads: ``outcome unknown`` for a run still
+    ``running`` whose connection is gone (the stream ended without a
+    conclusion, R3.4)."""
+    if status is None:
+        return "not analysed"
+    if status == "running" and connection == "disconnected":
+        return "outcome unknown"
+    return status
+
+
+def parse_ref(ref: str) -> tuple[int, int]:
+    """A finding's frame reference: ``"ex:frame"`` or ``"ex"`` (the exchange's request row)."""
+    a, sep, b = ref.partition(":")
+    return int(a), (int(b) if sep else START)
+
+
+class LRU(OrderedDict):  # type: ignore[type-arg]
+    """A bounded mapping: the least recently used entry goes first."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            value = self[key]
+        except KeyError:
+            return default
+        self.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.maxsize:
+            self.popitem(last=False)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass
+class RunInfo:
+    """One line of the run list."""
+
+    session_id: str
+    run_id: str
+    status: str  # display status (see display_status)
+    origin: str | None = None
+    connection: str | None = None
+    phase: str | None = None
+    duration: float | None = None
+    frames: int = 0
+    facts: int = 0
+    rejected: int = 0
+    errors: int = 0
+    warnings: int = 0
+    infos: int = 0
+    codes: tuple[str, ...] = ()
+    first_at: float | None = None
+    exchanges: tuple[int, ...] = ()
+    settled_by: str | None = None
+    settled_at: float | None = None
+    error: Any = None
+    interrupt_reason: str | None = None
+    analysed: bool = True
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.session_id, self.run_id)
+
+    @property
+    def worst(self) -> str | None:
+        if self.errors:
+            return "error"
+        if self.warnings:
+            return "warning"
+        if self.infos:
+            return "info"
+        return None
+
+
+@dataclass
+class FindingInfo:
+    code: str
+    severity: str
+    rule: str
+    session_id: str | None
+    run_id: str | None
+    frames: list[str]
+    message: str
+    fingerprint: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def decisive(self) -> str | None:
+        return self.frames[0] if self.frames else None
+
+
+@dataclass
+class ExchangeInfo:
+    index: int
+    capability: str | None
+    session_id: str | None
+    run_id: str | None
+    method: str
+    path: str
+    status: int | None
+    started_at: float
+    ended_at: float | None
+    transport: str | None
+    end: str | None
+    error: str | None
+    cursor: str | None
+    target_run_id: str | None
+
+
+@dataclass
+class FactCell:
+    kind: str
+    accepted: bool
+    reason: str | None
+    detail: str | None
+
+
+@dataclass
+class Row:
+    """One timeline row: a request (``idx == START``), a frame, or an end of stream."""
+
+    exchange: ExchangeInfo
+    idx: int
+    t: float
+    # frame fields
+    event: str | None = None
+    event_id: str | None = None
+    text: str | None = None
+    has_raw: bool = False
+    direction: str = "in"
+    frame_error: dict[str, Any] | None = None
+    # derived (None: the trace is not analysed yet)
+    state: str | None = None
+    facts: list[FactCell] | None = None
+    shadow: int = 0
+    result_error: dict[str, Any] | None = None
+
+    @property
+    def ref(self) -> str:
+        if self.idx == START:
+            return str(self.exchange.index)
+        if self.idx == END:
+            return f"{self.exchange.index}:end"
+        return f"{self.exchange.index}:{self.idx}"
+
+    @property
+    def kind(self) -> str:
+        if self.idx == START:
+            return "request"
+        if self.idx == END:
+            return "end"
+        return "frame"
+
+    @property
+    def problem(self) -> str | None:
+        """``rejected`` / ``error`` / ``lost`` when the row shows something wrong."""
+        if self.frame_error is not None and self.state in (None, "error"):
+            return "error"
+        if self.result_error is not None or self.state == "error":
+            return "error"
+        if self.facts and any(not f.accepted and f.reason not in ("duplicate-event", "no-change") for f in self.facts):
+            return "rejected"
+        if self.shadow:
+            return "lost"
+        return None
+
+
+def _loads(value: str | None, default: Any = None) -> Any:
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return default
+
+
+_EXCHANGE_SQL = (
+    "SELECT id, capability, session_id, run_id, method, url, status, started_at, ended_at, transport, end, error,"
+    " cursor, target_run_id FROM exchanges"
+)
+
+
+def _exchange(row: Sequence[Any]) -> ExchangeInfo:
+    from urllib.parse import urlsplit
+
+    (i, cap, sid, rid, method, url, status, started, ended, transport, end, error, cursor, target) = row
+    return ExchangeInfo(
+        i, cap, sid, rid, method or "GET", urlsplit(url or "").path or "/", status, started or 0.0, ended,
+        transport, end, error, cursor, target,
+    )
+
+
+def frame_t(at: float | None, started_at: float) -> float:
+    """A frame's place in time, as the pipeline orders it."""
+    return max(at, started_at) if at else started_at
+
+
+# --------------------------------------------------------------------------- timeline
+
+
+class Timeline:
+    """The rows of one run in replay order, as segments ``(exchange, first, count)``.
+
+    ``first`` is a frame index, or :data:`START` / :data:`END` (count 1).
+    ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
+    """
+
+    def __init__(self, session_id: str, run_id: str, segments: list[tuple[int, int, int]], keys: list[tuple[float, int, int, int]],
+                 exchanges: dict[int, ExchangeInfo], ts: list[float] | None = None) -> None:
+        self.session_id = session_id
+        self.run_id = run_id
+        self.segments = segments
+        self.seg_keys = keys
+        self.exchanges = exchanges
+        self.offsets: list[int] = []
+        n = 0
+        for _, _, count in segments:
+            self.offsets.append(n)
+            n += count
+        self.length = n
+
+    def __len__(self) -> int:
+        return self.length
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """(exchange, frame index) of row ``row``."""
+        if not 0 <= row < self.length:
+            raise IndexError(row)
+        s = bisect_right(self.offsets, row) - 1
+        ex, first, _ = self.segments[s]
+        if first in (START, END):
+            return ex, first
+        return ex, first + (row - self.offsets[s])
+
+    def find(self, exchange: int, idx: int) -> int | None:
+        """The row of frame ``idx`` of ``exchange`` (START/END for the special rows), or None."""
+        for s, (ex, first, count) in enumerate(self.segments):
+            if ex != exchange:
+                continue
+            if first in (START, END):
+                if first == idx:
+                    return self.offsets[s]
+            elif first <= idx < first + count:
+                return self.offsets[s] + idx - first
+        return None
+
+    def nearest(self, exchange: int, idx: int) -> int | None:
+        """Like :meth:`find`, falling back to the exchange's nearest row."""
+        row = self.find(exchange, idx)
+        if row is not None:
+            return row
+        best = None
+        for s, (ex, first, count) in enumerate(self.segments):
+            if ex == exchange:
+                if first == START or (idx != START and first not in (START, END) and first <= idx):
+                    best = self.offsets[s] + (0 if first in (START, END) else min(count - 1, idx - first))
+                elif best is None:
+                    best = self.offsets[s]
+        return best
+
+    def pieces(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
+        """``(row, exchange, first, count)`` covering rows ``[start, stop)``."""
+        stop = min(stop, self.length)
+        row = start
+        while row < stop:
+            s = bisect_right(self.offsets, row) - 1
+            ex, first, count = self.segments[s]
+            off = row - self.offsets[s]
+            n = min(count - off, stop - row)
+            yield row, ex, (first if first in (START, END) else first + off), n
+            row += n
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+class TraceData:
+    """Read access to one trace (and its derived tables) for the viewer.
+
+    :param path: the trace database.
+    :param derived_path: where the derived tables are (default: the trace).
+    """
+
+    def __init__(self, path: str | Path, derived_path: str | Path | None = None) -> None:
+        self.path = str(Path(path).resolve())
+        self.derived_path = str(derived_path) if derived_path is not None else self.path
+        self._local = threading.local()
+        self.page_cache: LRU = LRU(64)
+        self._exchange_cache: LRU = LRU(4096)
+        self._lock = threading.Lock()
+        self.generation = 0  # bumped when the data changed (live tail, analysis)
+
+    # -- connections ---------------------------------------------------------------
+
+    def _connect(self, path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's read-only connection to the recorded tables."""
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self._connect(self.path)
+        return c
+
+    def dconn(self) -> sqlite3.Connection:
+        """This thread's connection to the derived tables."""
+        if self.derived_path == self.path:
+            return self.conn()
+        c = getattr(self._local, "dconn", None)
+        if c is None or getattr(self._local, "dpath", None) != self.derived_path:
+            c = self._local.dconn = self._connect(self.derived_path)
+            self._local.dpath = self.derived_path
+        return c
+
+    def set_derived(self, path: str | Path | None) -> None:
+        """Point at new derived tables (after an analysis) and drop caches."""
+        self.derived_path = str(path) if path is not None else self.path
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self.page_cache.clear()
+            self._exchange_cache.clear()
+            self.generation += 1
+
+    def data_version(self) -> int:
+        """Changes whenever another connection committed to the trace (live tail)."""
+        return int(self.conn().execute("PRAGMA data_version").fetchone()[0])
+
+    # -- summary --------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        out = {}
+        for k, v in self.conn().execute("SELECT key, value FROM meta"):
+            out[k] = _loads(v, v)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        c = self.conn()
+        frames = c.execute("SELECT MAX(rowid) FROM frames").fetchone()[0] or 0
+        exchanges = c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
+        return {"frames": frames, "exchanges": exchanges}
+
+    def has_derived(self) -> bool:
+        try:
+            d = self.dconn()
+            return d.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None or (
+                d.execute("SELECT 1 FROM frame_results LIMIT 1").fetchone() is not None
+            )
+        except sqlite3.Error:
+            return False
+
+    def has_findings(self) -> bool:
+        try:
+            return self.dconn().execute("SELECT 1 FROM findings LIMIT 1").fetchone() is not None
+        except sqlite3.Error:
+            return False
+
+    # -- exchanges -------------------------------------------------------------------
+
+    def exchange(self, index: int) -> ExchangeInfo | None:
+        ex = self._exchange_cache.get(index)
+        if ex is None:
+            row = self.conn().execute(_EXCHANGE_SQL + " WHERE id = ?", [index]).fetchone()
+            if row is None:
+                return None
+            ex = _exchange(row)
+            self._exchange_cache.put(index, ex)
+        return ex
+
+    def exchanges(self, where: str = "", params: Sequence[Any] = ()) -> list[ExchangeInfo]:
+        sql = _EXCHANGE_SQL + (f" WHERE {where}" if where else "") + " ORDER BY started_at, id"
+        out = [_exchange(r) for r in self.conn().execute(sql, list(params))]
+        for ex in out:
+            self._exchange_cache.put(ex.index, ex)
+        return out
+
+    def frame_count(self, exchange: int) -> int:
+        row = self.conn().execute("SELECT MAX(idx) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+    def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
+        if session_id == DEFAULT_SESSION:
+            return self.exchanges("capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id])
+        return self.exchanges("capability IS NOT NULL AND session_id = ?", [session_id])
+
+    # -- runs and findings ------------------------------------------------------------
+
+    def findings(self, session_id: str | None = None, run_id: str | None = None, *, trace_wide: bool = False) -> list[FindingInfo]:
+        sql = "SELECT code, severity, rule, session_id, run_id, frames, message, fingerprint, detail FROM findings"
+        params: list[Any] = []
+        if trace_wide:
+            sql += " WHERE run_id IS NULL"
+        elif session_id is not None:
+            sql += " WHERE session_id = ? AND run_id IS ?"
+            params = [session_id, run_id]
+        sql += " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
+        try:
+            rows = self.dconn().execute(sql, params).fetchall()
+        except sqlite3.Error:
+            return []
+        return [
+            FindingInfo(code, sev, rule, sid, rid, _loads(frames, []) or [], msg, fp, _loads(detail, {}) or {})
+            for code, sev, rule, sid, rid, frames, msg, fp, detail in rows
+        ]
+
+    def runs(self) -> list[RunInfo]:
+        """Every run: from the derived tables when the trace was analysed,
+        else from the exchanges (status ``not analysed``)."""
+        if self.has_derived():
+            return self._derived_runs()
+        return self._exchange_runs()
+
+    def _derived_runs(self) -> list[RunInfo]:
+        d = self.dconn()
+        per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+        try:
+            for sid, rid, sev, code, n in d.execute(
+                "SELECT session_id, run_id, severity, code, COUNT(*) FROM findings GROUP BY session_id, run_id, severity, code"
+            ):
+                c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set()})
+                c[sev] = c.get(sev, 0) + n
+                c["codes"].add(code)
+        except sqlite3.Error:
+            pass
+        out = []
+        for row in d.execute(
+            "SELECT session_id, run_id, status, origin, phase, connection, error, interrupt_reason, created_at,"
+            " settled_at, settled_by, exchanges, frames, facts, rejected, first_at, last_at FROM runs"
+        ):
+            (sid, rid, status, origin, phase, conn, error, ireason, created, settled_at, settled_by, exs, frames, facts,
+             rejected, first_at, last_at) = row
+            c = per.get((sid, rid), {})
+            exchanges = tuple(_loads(exs, []) or [])
+            out.append(
+                RunInfo(
+                    sid, rid, display_status(status, conn), origin, conn, phase,
+                    (last_at - first_at) if first_at is not None and last_at is not None else None,
+                    frames or 0, facts or 0, rejected or 0, c.get("error", 0), c.get("warning", 0), c.get("info", 0),
+                    tuple(sorted(c.get("codes", ()))), first_at if first_at is not None else (created or 0) / 1000.0,
+                    exchanges, settled_by, settled_at, _loads(error), ireason,
+                )
+            )
+        starts = {}
+        if out:
+            # order by when the run's first exchange started (runs without frames too)
+            for ex in self.exchanges("capability IS NOT NULL"):
+                starts.setdefault(ex.index, ex.started_at)
+        for r in out:
+            t = [starts[e] for e in r.exchanges if e in starts]
+            if t:
+                r.first_at = min(t)
+        out.sort(key=lambda r: (r.first_at if r.first_at is not None else float("inf"), r.session_id, r.run_id))
+        return out
+
+    def _exchange_runs(self) -> list[RunInfo]:
+        groups: dict[tuple[str, str], RunInfo] = {}
+        for ex in self.exchanges("capability IS NOT NULL"):
+            if ex.capability in STREAMING or ex.capability == "subscribe":
+                sid = ex.session_id or DEFAULT_SESSION
+                rid = ex.run_id or (f"{sid}:x{ex.index}" if ex.capability != "subscribe" else f"subscription x{ex.index}")
+                r = groups.get((sid, rid))
+                if r is None:
+                    r = groups[(sid, rid)] = RunInfo(sid, rid, "not analysed", first_at=ex.started_at, analysed=False)
+                n = self.frame_count(ex.index)
+                r.frames += n
+                r.exchanges = r.exchanges + (ex.index,)
+                end = ex.ended_at if ex.ended_at is not None else ex.started_at
+                r.duration = max(r.duration or 0.0, end - (r.first_at or ex.started_at))
+        return sorted(groups.values(), key=lambda r: (r.first_at or 0.0, r.session_id, r.run_id))
+
+    def search_runs(self, text: str, limit_exchanges: int = 100_000) -> set[int]:
+        """Exchanges whose frames or request body contain ``text`` (a scan: call from a worker)."""
+        like = f"%{text}%"
+        c = self.conn()
+        hits = {r[0] for r in c.execute("SELECT DISTINCT exchange_id FROM frames WHERE text LIKE ? LIMIT ?", [like, limit_exchanges])}
+        hits |= {r[0] for r in c.execute("SELECT id FROM exchanges WHERE CAST(request_body AS TEXT) LIKE ?", [like])}
+        return hits
+
+    # -- timeline ---------------------------------------------------------------------
+
+    def timeline(self, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
+        """The rows of ``run``: its exchanges' requests, frames and stream ends,
+        the stop, history and status requests of its session while it was
+        current, and any row its findings point at, in replay order."""
+        sid, rid = run.session_id, run.run_id
+        session = self.session_exchanges(sid)
+        by_id = {ex.index: ex for ex in session}
+        own = [i for i in run.exchanges if i in by_id]
+        if not own:
+            own = [ex.index for ex in session if ex.run_id == rid]
+        own_set = set(own)
+        run_starts = sorted(
+            (ex.started_at, ex.index) for ex in session if ex.capability in ("run", "regenerate", "edit")
+        )
+        first = min((by_id[i].started_at for i in own), default=0.0)
+        later = [t for t, i in run_starts if t > first and i not in own_set and by_id[i].run_id != rid]
+        horizon = later[0] if later else float("inf")
+        chosen: dict[int, str] = {}  # exchange -> how it belongs: own | point
+        for i in own:
+            chosen[i] = "own"
+        for ex in session:
+            if ex.index in chosen:
+                continue
+            if ex.capability == "abort" and ex.run_id == rid:
+                chosen[ex.index] = "point"
+            elif ex.capability == "status" and ex.run_id == rid:
+                chosen[ex.index] = "point"
+            elif ex.capability in ("history", "status", "abort") and first <= ex.started_at < horizon and ex.run_id in (None, rid):
+                chosen[ex.index] = "point"
+        extra_frames: dict[int, set[int]] = {}
+        for ref in extra_refs:
+            try:
+                e, i = parse_ref(ref)
+            except ValueError:
+                continue
+            if e in chosen and chosen[e] == "own":
+                continue
+            ex = by_id.get(e) or self.exchange(e)
+            if ex is None:
+                continue
+            by_id[e] = ex
+            if i == START:
+                chosen.setdefault(e, "point")
+            else:
+                chosen[e] = "extra"
+                extra_frames.setdefault(e, set()).add(i)
+        routed = self._routed(sid, rid, [i for i, how in chosen.items() if how == "own" and by_id[i].capability == "subscribe"])
+        streams: list[Iterator[tuple[tuple[float, int, int, int], int]]] = []
+        for e, how in chosen.items():
+            ex = by_id[e]
+            streams.append(iter([((ex.started_at, e, 0, START), START)]))
+            if how == "own":
+                if ex.capability == "subscribe":
+                    streams.append(self._frame_keys(ex, only=routed.get(e, set())))
+                else:
+                    streams.append(self._frame_keys(ex))
+                    if ex.transport is not None and ex.capability in STREAMING:
+                        streams.append(iter([(self._end_key(ex), END)]))
+            elif how == "extra":
+                streams.append(self._frame_keys(ex, only=extra_frames[e]))
+        import heapq
+
+        segments: list[tuple[int, int, int]] = []
+        keys: list[tuple[float, int, int, int]] = []
+        for key, idx in heapq.merge(*streams, key=lambda kv: kv[0]):
+            ex = key[1]
+            if segments and idx not in (START, END):
+                pex, pfirst, pcount = segments[-1]
+                if pex == ex and pfirst not in (START, END) and pfirst + pcount == idx:
+                    segments[-1] = (pex, pfirst, pcount + 1)
+                    continue
+            segments.append((ex, idx, 1))
+            keys.append(key)
+        return Timeline(sid, rid, segments, keys, by_id)
+
+    def _routed(self, sid: str, rid: str, exchanges: list[int]) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        if not exchanges:
+            return out
+        try:
+            for e in exchanges:
+                out[e] = {
+                    r[0]
+                    for r in self.dconn().execute(
+                        "SELECT idx FROM frame_results WHERE exchange_id = ? AND session_id IS ? AND run_id = ?", [e, sid, rid]
+                    )
+                }
+        except sqlite3.Error:
+            pass
+        return out
+
+    def _frame_keys(self, ex: ExchangeInfo, only: set[int] | None = None) -> Iterator[tuple[tuple[float, int, int, int], int]]:
+        s = ex.started_at
+        cur = self.conn().execute(
+            "SELECT idx, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
+            [s, s, ex.index],
+        )
+        e = ex.index
+        for idx, t in cur:
+            if only is not None and idx not in only:
+                continue
+            yield (t, e, 1, idx), idx
+
+    def _end_key(self, ex: ExchangeInfo) -> tuple[float, int, int, int]:
+        row = self.conn().execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [ex.index]).fetchone()
+        last = ex.started_at
+        if row[0]:
+            last = max(last, row[0])
+        return (max(ex.ended_at or last, last), ex.index, 2, END)
+
+    # -- pages of rows ------------------------------------------------------------------
+
+    def rows(self, timeline: Timeline, start: int, stop: int) -> list[Row]:
+        """Rows ``[start, stop)`` of ``timeline`` (through the page cache)."""
+        out: list[Row] = []
+        first_page, last_page = start // PAGE, (max(start, stop - 1)) // PAGE
+        for p in range(first_page, last_page + 1):
+            page = self.page(timeline, p)
+            lo = max(start, p * PAGE) - p * PAGE
+            hi = min(stop, (p + 1) * PAGE) - p * PAGE
+            out.extend(page[lo:hi])
+        return out
+
+    def row(self, timeline: Timeline, index: int) -> Row | None:
+        if not 0 <= index < len(timeline):
+            return None
+        rows = self.rows(timeline, index, index + 1)
+        return rows[0] if rows else None
+
+    def page(self, timeline: Timeline, number: int) -> list[Row]:
+        key = (id(timeline), self.generation, number)
+        with self._lock:
+            cached = self.page_cache.get(key)
+        if cached is not None:
+            return cached
+        rows: list[Row] = []
+        for _, ex, first, count in timeline.pieces(number * PAGE, (number + 1) * PAGE):
+            info = timeline.exchanges.get(ex) or self.exchange(ex)
+            if info is None:
+                continue
+            if first == START:
+                rows.append(Row(info, START, info.started_at))
+            elif first == END:
+                rows.append(Row(info, END, self._end_key(info)[0]))
+            else:
+                rows.extend(self._frame_rows(info, first, count))
+        with self._lock:
+            self.page_cache.put(key, rows)
+        return rows
+
+    def _frame_rows(self, ex: ExchangeInfo, first: int, count: int) -> list[Row]:
+        last = first + count - 1
+        rows: dict[int, Row] = {}
+        for idx, at, event, event_id, text, has_raw, direction, error in self.conn().execute(
+            "SELECT idx, at, event, event_id, substr(text, 1, 400), raw IS NOT NULL, direction, error FROM frames"
+            " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+            [ex.index, first, last],
+        ):
+            rows[idx] = Row(ex, idx, frame_t(at, ex.started_at), event, event_id, text, bool(has_raw), direction or "in",
+                            _loads(error))
+        try:
+            d = self.dconn()
+            for idx, state, error, shadow in d.execute(
+                "SELECT idx, state, error, shadow FROM frame_results WHERE exchange_id = ? AND idx BETWEEN ? AND ?",
+                [ex.index, first, last],
+            ):
+                r = rows.get(idx)
+                if r is not None:
+                    r.state = state
+                    r.result_error = _loads(error)
+                    r.shadow = len(_loads(shadow, []) or [])
+                    r.facts = []
+            for idx, kind, accepted, reason, detail in d.execute(
+                "SELECT frame_idx, kind, accepted, reason, detail FROM facts WHERE exchange_id = ? AND frame_idx BETWEEN ? AND ?"
+                " ORDER BY seq",
+                [ex.index, first, last],
+            ):
+                r = rows.get(idx)
+                if r is not None:
+                    if r.facts is None:
+                        r.facts = []
+                    r.facts.append(FactCell(kind, bool(accepted), reason, detail))
+        except sqlite3.Error:
+            pass
+        return [rows[i] for i in sorted(rows)]
+
+    # -- one frame in full ----------------------------------------------------------------
+
+    def frame_detail(self, exchange: int, idx: int) -> dict[str, Any] | None:
+        """Everything about one frame: text, raw bytes, offsets, facts (with the fact JSON), shadow facts."""
+        row = self.conn().execute(
+            "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
+            " WHERE exchange_id = ? AND idx = ?",
+            [exchange, idx],
+        ).fetchone()
+        if row is None:
+            return None
+        at, event, event_id, text, raw, start, end, error, transport, direction = row
+        out: dict[str, Any] = {
+            "at": at, "event": event, "event_id": event_id, "text": text, "raw": raw, "start": start, "end": end,
+            "error": _loads(error), "transport": transport, "direction": direction, "facts": [], "shadow": [],
+            "state": None, "result_error": None,
+        }
+        try:
+            d = self.dconn()
+            fr = d.execute(
+                "SELECT state, error, shadow, event_type, end_marker, unknown FROM frame_results WHERE exchange_id = ? AND idx = ?",
+                [exchange, idx],
+            ).fetchone()
+            if fr is not None:
+                out["state"], out["result_error"] = fr[0], _loads(fr[1])
+                out["shadow"] = _loads(fr[2], []) or []
+                out["event_type"], out["end_marker"], out["unknown"] = fr[3], bool(fr[4]), bool(fr[5])
+            out["facts"] = [
+                {"kind": k, "accepted": bool(a), "reason": r, "detail": dt, "fact": _loads(f, {})}
+                for k, a, r, dt, f in d.execute(
+                    "SELECT kind, accepted, reason, detail, fact FROM facts WHERE exchange_id = ? AND frame_idx = ? ORDER BY seq",
+                    [exchange, idx],
+                )
+            ]
+        except sqlite3.Error:
+            pass
+        return out
+
+    def exchange_detail(self, exchange: int) -> dict[str, Any] | None:
+        row = self.conn().execute(
+            "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
+            " FROM exchanges WHERE id = ?",
+            [exchange],
+        ).fetchone()
+        if row is None:
+            return None
+        method, url, status, rqh, rqb, rsh, rsb, error, notes = row
+        out: dict[str, Any] = {
+            "method": method, "url": url, "status": status, "request_headers": _loads(rqh, []),
+            "request_body": rqb, "response_headers": _loads(rsh, []), "response_body": rsb, "error": error,
+            "notes": _loads(notes, {}),
+        }
+        try:
+            h = self.dconn().execute(
+                "SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?", [exchange]
+            ).fetchone()
+            if h is not None:
+                out["history"] = {"ok": bool(h[0]), "error": h[1], "rule": h[2], "messages": len((_loads(h[3], {}) or {}).get("messages", []))}
+        except sqlite3.Error:
+            pass
+        return out
+
+    # -- live vs history --------------------------------------------------------------------
+
+    def history_reads(self, session_id: str) -> list[dict[str, Any]]:
+        try:
+            rows = self.dconn().execute(
+                "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
+                [session_id],
+            ).fetchall()
+        except sqlite3.Error:
+            return []
+        return [{"exchange": e, "at": at, "ok": bool(ok), "error": err, "result": _loads(res)} for e, at, ok, err, res in rows]
+
+    def settled_snapshot(self, session_id: str, run_id: str) -> tuple[dict[str, Any] | None, str | None, float | None]:
+        try:
+            row = self.dconn().execute(
+                "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?",
+                [session_id, run_id],
+            ).fetchone()
+        except sqlite3.Error:
+            return None, None, None
+        if row is None:
+            return None, None, None
+        return _loads(row[0]), row[1], row[2]
+
+    def close(self) -> None:
+        for name in ("conn", "dconn"):
+            c = getattr(self._local, name, None)
+            if c is not None:
+                c.close()
+                setattr(self._local, name, None)
+
+
+def writable(path: str | Path) -> bool:
+    """Can the viewer write derived tables back into ``path``?"""
+    p = Path(path)
+    return os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
+
+
+def row_key(row: Row) -> tuple[float, int, int, int]:
+    """The row's place in the session's replay order (see :mod:`.replay`)."""
+    kind = 0 if row.idx == START else 2 if row.idx == END else 1
+    return (row.t, row.exchange.index, kind, row.idx)
+
+
+def problem_frames(data: TraceData, timeline: Timeline) -> list[int]:
+    """Rows of ``timeline`` that show something wrong: a rejected fact, a
+    decode error, output lost after the reader stopped (sorted)."""
+    refs: set[tuple[int, int]] = set()
+    sid, rid = timeline.session_id, timeline.run_id
+    exchanges = sorted(timeline.exchanges)
+    try:
+        d = data.dconn()
+        refs |= set(
+            d.execute(
+                "SELECT exchange_id, frame_idx FROM facts WHERE session_id IS ? AND run_id IS ? AND accepted = 0"
+                " AND reason NOT IN ('duplicate-event', 'no-change')",
+                [sid, rid],
+            ).fetchall()
+        )
+        refs |= set(
+            d.execute(
+                "SELECT exchange_id, idx FROM frame_results WHERE session_id IS ? AND run_id IS ?"
+                " AND (state = 'error' OR shadow IS NOT NULL)",
+                [sid, rid],
+            ).fetchall()
+        )
+    except sqlite3.Error:
+        pass
+    if exchanges:
+        marks = ",".join("?" for _ in exchanges)
+        refs |= set(
+            data.conn().execute(
+                f"SELECT exchange_id, idx FROM frames WHERE exchange_id IN ({marks}) AND error IS NOT NULL", exchanges
+            ).fetchall()
+        )
+    rows = {timeline.find(e, i) for e, i in refs if e is not None and i is not None}
+    return sorted(r for r in rows if r is not None)

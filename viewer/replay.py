@@ -1,0 +1,444 @@
+"""The snapshot at any row, computed incrementally (checkpoints, never from frame 0 every time).
+
+Theory of operation
+-------------------
+A run's snapshot at a row depends on everything its *session* did before
+that row, so one :class:`SessionReplayer` replays one session's exchanges
+through the same machinery ``check`` uses (:class:`chatkit_trace.pipeline._Replayer`:
+``start`` / ``frame`` / ``end`` per event, in the pipeline's order
+``(t, exchange, kind, frame)``), streaming frames from SQLite a cursor at a
+time instead of loading the trace.
+
+* The *frontier* replays forward once, in the background, and every
+  ``every`` events keeps a **checkpoint**: the Core snapshot (immutable and
+  structurally shared, so it costs little) plus the replayer's whole state
+  pickled (Core, decoder state, run records), so replay can restart there.
+  Checkpoints are thinned (every other one dropped, ``every`` doubled) when
+  there are more than ``max_checkpoints`` or they use more than
+  ``max_bytes``: memory stays bounded whatever the session's length.
+* A request for row key ``K`` is served from the LRU cache, else from the
+  closest of: the frontier, the last *scratch* replayer, or the nearest
+  checkpoint before ``K`` (unpickled), advancing to ``K``; every moment on
+  the way is cached, so stepping back and forth is free.
+
+Pickling shares what must not be copied (the adapter, its protocol,
+functions) through persistent ids.
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import json
+import pickle
+import sqlite3
+import threading
+import time
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from chatkit_trace.adapters import Adapter
+from chatkit_trace.core import Snapshot
+from chatkit_trace.pipeline import ExchangeRecord, FrameRecord, HistoryRecord, _Replayer
+from chatkit_trace.trace import Exchange
+from chatkit_trace.wire import DecodeError, Frame
+
+from .data import DEFAULT_SESSION, END, LRU, START, TraceData
+
+__all__ = ["Moment", "SessionReplayer", "Key"]
+
+Key = tuple[float, int, int, int]
+_FRAME_COLS = "exchange_id, idx, transport, direction, at, event, event_id, start, end, text, raw, error, data_offsets"
+
+
+@dataclass
+class Moment:
+    """What the UI would have shown right after one event of the session."""
+
+    key: Key
+    position: int  # events of the session processed so far
+    snapshot: Snapshot
+    frame: FrameRecord | None = None
+    dispatch: str | None = None
+    projected: int = 0
+    history: HistoryRecord | None = None
+    reader_stop: tuple[str, int] | None = None
+
+
+class _LazyFrames:
+    """``Exchange.frames`` for the replayer: read from SQLite only if iterated
+    (the pipeline looks for a run id in the events when the profile has none)."""
+
+    def __init__(self, data: TraceData, index: int) -> None:
+        self.data = data
+        self.index = index
+
+    def __iter__(self) -> Iterator[Frame]:
+        start = 0
+        while True:
+            rows = self.data.conn().execute(
+                f"SELECT {_FRAME_COLS} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx LIMIT 256",
+                [self.index, start],
+            ).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield _frame(r)
+            start = rows[-1][1] + 1
+
+    def __len__(self) -> int:
+        return self.data.frame_count(self.index)
+
+
+def _frame(row: tuple[Any, ...]) -> Frame:
+    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = row[:13]
+    return Frame(
+        ex, idx, transport or "sse", direction or "in", text, raw, event, event_id, start, end, at or 0.0,
+        DecodeError.from_json(json.loads(error)) if error else None,
+        tuple(json.loads(offsets)) if offsets else None,
+    )
+
+
+def _exchange(row: dict[str, Any], data: TraceData) -> Exchange:
+    def pairs(v: str | None) -> list[tuple[str, str]]:
+        return [tuple(h) for h in (json.loads(v) if v else [])]  # type: ignore[misc]
+
+    ex = Exchange(
+        index=row["id"], method=row["method"] or "GET", url=row["url"] or "", started_at=row["started_at"] or 0.0,
+        ended_at=row["ended_at"], request_headers=pairs(row["request_headers"]), request_body=row["request_body"],
+        status=row["status"], response_headers=pairs(row["response_headers"]), response_body=row["response_body"],
+        transport=row["transport"], end=row["end"], error=row["error"], capability=row["capability"],
+        session_id=row["session_id"], run_id=row["run_id"], run_id_source=row["run_id_source"], cursor=row["cursor"],
+        target_run_id=row["target_run_id"], flow_id=row["flow_id"], notes=json.loads(row["notes"]) if row["notes"] else {},
+    )
+    ex.frames = _LazyFrames(data, ex.index)  # type: ignore[assignment]
+    return ex
+
+
+#: Objects a checkpoint refers to instead of copying (the adapter, functions …), by id.
+_SHARED: dict[int, Any] = {}
+
+
+def _shared(key: int) -> Any:
+    return _SHARED[key]
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a replayer's state; what must stay shared is pickled as a reference.
+
+    ``reducer_override`` is only consulted for non-builtin objects (strings,
+    dicts, lists … never reach it), so this costs little per checkpoint.
+    """
+
+    def __init__(self, file: io.BytesIO, keep: tuple[Any, ...]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.keep_ids = {id(k) for k in keep}
+
+    def reducer_override(self, obj: Any) -> Any:
+        if obj is _shared:
+            return NotImplemented
+        if id(obj) in self.keep_ids or isinstance(
+            obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, _LazyFrames)
+        ):
+            _SHARED[id(obj)] = obj
+            return _shared, (id(obj),)
+        return NotImplemented
+
+
+class _Cursor:
+    """A replayer positioned after some event of the session."""
+
+    def __init__(self, owner: SessionReplayer, rp: _Replayer, key: Key | None, position: int) -> None:
+        self.owner = owner
+        self.rp = rp
+        self.key = key
+        self.position = position
+        self._events: Iterator[tuple[Key, Exchange, Frame | None]] | None = None
+        self._peek: tuple[Key, Exchange, Frame | None] | None = None
+        self.exhausted = False
+
+    def events(self) -> Iterator[tuple[Key, Exchange, Frame | None]]:
+        if self._events is None:
+            self._events = self.owner._events(self.key, self.rp)
+        return self._events
+
+    def peek(self) -> tuple[Key, Exchange, Frame | None] | None:
+        if self._peek is None and not self.exhausted:
+            try:
+                self._peek = next(self.events())
+            except StopIteration:
+                self.exhausted = True
+        return self._peek
+
+    def step(self) -> Moment | None:
+        ev = self.peek()
+        if ev is None:
+            return None
+        self._peek = None
+        key, ex, frame = ev
+        rp = self.rp
+        kind = key[2]
+        rec_frame: FrameRecord | None = None
+        if kind == 0:
+            rp.start(ex)
+        elif kind == 1:
+            assert frame is not None
+            rp.frame(ex, frame)
+            exrec = rp.out.exchanges[ex.index]
+            rec_frame = exrec.frames[-1] if exrec.frames else None
+            exrec.frames.clear()  # keep the state small: the moment holds it
+        else:
+            rp.end(ex)
+        rp.out.frames.clear()
+        rp.out.facts.clear()
+        self.key = key
+        self.position += 1
+        exrec = rp.out.exchanges.get(ex.index)
+        sid = (exrec.session_id if exrec is not None else None) or self.owner.session_key
+        s = rp.out.sessions.get(sid) or rp.session(self.owner.session_key)
+        return Moment(
+            key, self.position, s.core.snapshot, rec_frame,
+            exrec.dispatch if exrec else None, exrec.projected if exrec else 0,
+            exrec.history if exrec else None, exrec.reader_stop if exrec else None,
+        )
+
+
+class SessionReplayer:
+    """Incremental replay of one session with checkpoints (see the module docstring)."""
+
+    def __init__(
+        self,
+        data: TraceData,
+        session_id: str,
+        adapter: Adapter,
+        capabilities: frozenset[str] | None,
+        *,
+        every: int = 256,
+        max_checkpoints: int = 48,
+        max_bytes: int = 96 * 1024 * 1024,
+        cache_size: int = 4096,
+    ) -> None:
+        self.data = data
+        self.session_key = session_id
+        self.adapter = adapter
+        self.capabilities = capabilities
+        self.every = every
+        self.max_checkpoints = max_checkpoints
+        self.max_bytes = max_bytes
+        self.cache: LRU = LRU(cache_size)
+        self._lock = threading.Lock()  # the cache is read by the UI thread
+        self._exchanges: list[Exchange] | None = None
+        self._since = time.perf_counter()
+        self._replay_time = 0.0
+        self.checkpoints: list[tuple[Key | None, int, bytes]] = []
+        self.frontier = _Cursor(self, self._fresh(), None, 0)
+        self.scratch: _Cursor | None = None
+        self.horizon: Key | None = None  # the frontier stops here (the run's last row), None: the session's end
+        self._cv = threading.Condition()
+        self._request: tuple[Any, Key] | None = None
+        self.replays = 0  # how many events were processed (for tests and the bench)
+        self.restores = 0
+        self._checkpoint(self.frontier)
+
+    # -- state ----------------------------------------------------------------------
+
+    def _fresh(self) -> _Replayer:
+        return _Replayer(self.adapter, self.capabilities)
+
+    def exchanges(self) -> list[Exchange]:
+        if self._exchanges is None:
+            c = self.data.conn()
+            if self.session_key == DEFAULT_SESSION:
+                where, params = "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [self.session_key]
+            else:
+                where, params = "capability IS NOT NULL AND session_id = ?", [self.session_key]
+            cur = c.execute(f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params)
+            names = [d[0] for d in cur.description]
+            self._exchanges = [_exchange(dict(zip(names, r)), self.data) for r in cur]
+        return self._exchanges
+
+    def _dump(self, rp: _Replayer) -> bytes:
+        buf = io.BytesIO()
+        _Pickler(buf, (self.adapter, self.adapter.protocol, self.data)).dump(rp)
+        return buf.getvalue()
+
+    def _load(self, blob: bytes) -> _Replayer:
+        return pickle.loads(blob)
+
+    def _checkpoint(self, cur: _Cursor) -> None:
+        """Keep the frontier's state; thin out when there are too many or they
+        cost too much (time: a checkpoint may cost a tenth of the replay since
+        the last one; memory: ``max_bytes`` in all)."""
+        t0 = time.perf_counter()
+        self.checkpoints.append((cur.key, cur.position, self._dump(cur.rp)))
+        now = time.perf_counter()
+        spent, self._since = now - t0, now
+        size = sum(len(b) for _, _, b in self.checkpoints)
+        if len(self.checkpoints) > self.max_checkpoints or (size > self.max_bytes and len(self.checkpoints) > 2):
+            self.checkpoints = self.checkpoints[:1] + self.checkpoints[2::2]
+            self.every *= 2
+        elif spent > 0.1 * self._replay_time and self.every < 1 << 16:
+            self.every *= 2
+        self._replay_time = 0.0
+
+    # -- events ---------------------------------------------------------------------
+
+    def _events(self, after: Key | None, rp: _Replayer) -> Iterator[tuple[Key, Exchange, Frame | None]]:
+        """The session's events in replay order, strictly after ``after``."""
+        exchanges = self.exchanges()
+        # the replayer's own Exchange objects (run ids found in events are written on them)
+        mine = {i: rec.exchange for i, rec in rp.out.exchanges.items()}
+        streams = []
+        for ex0 in exchanges:
+            ex = mine.get(ex0.index, ex0)
+            streams.append(self._exchange_events(ex, after))
+        return heapq.merge(*streams, key=lambda e: e[0])
+
+    def _exchange_events(self, ex: Exchange, after: Key | None) -> Iterator[tuple[Key, Exchange, Frame | None]]:
+        e, s = ex.index, ex.started_at
+        start_key: Key = (s, e, 0, START)
+        if after is None or start_key > after:
+            yield start_key, ex, None
+        cond, params = "", []
+        if after is not None:
+            tk, ek, kk, ik = after
+            if (e, 1) > (ek, kk):
+                cond, params = " AND t >= ?", [tk]
+            elif e == ek and kk == 1:
+                cond, params = " AND (t > ? OR (t = ? AND idx > ?))", [tk, tk, ik]
+            else:
+                cond, params = " AND t > ?", [tk]
+        conn = self.data.conn()
+        last = s
+        row = conn.execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [e]).fetchone()
+        if row[0]:
+            last = max(last, row[0])
+        cur = conn.execute(
+            f"SELECT {_FRAME_COLS}, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames"
+            f" WHERE exchange_id = ?{cond} ORDER BY t, idx",
+            [s, s, e, *params],
+        )
+        while True:
+            rows = cur.fetchmany(256)
+            if not rows:
+                break
+            for r in rows:
+                yield (r[13], e, 1, r[1]), ex, _frame(r)
+        end_key: Key = (max(ex.ended_at or last, last), e, 2, END)
+        if after is None or end_key > after:
+            yield end_key, ex, None
+
+    # -- serving ----------------------------------------------------------------------
+
+    def cached(self, key: Key) -> Moment | None:
+        with self._lock:
+            return self.cache.get(key)
+
+    def _keep(self, m: Moment) -> None:
+        with self._lock:
+            self.cache.put(m.key, m)
+
+    def moment(self, key: Key) -> Moment | None:
+        """The moment right after the event ``key`` (blocking: call from a worker)."""
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
+        best: _Cursor | None = None
+        for cur in (self.frontier, self.scratch):
+            if cur is not None and (cur.key is None or cur.key < key) and (best is None or _after(cur.key, best.key)):
+                best = cur
+        ck = None
+        for k, pos, blob in reversed(self.checkpoints):
+            if k is None or k < key:
+                ck = (k, pos, blob)
+                break
+        if ck is not None and (best is None or _after(ck[0], best.key)):
+            self.restores += 1
+            self.scratch = best = _Cursor(self, self._load(ck[2]), ck[0], ck[1])
+        assert best is not None
+        return self._advance(best, key)
+
+    def _advance(self, cur: _Cursor, key: Key) -> Moment | None:
+        last: Moment | None = None
+        t = time.perf_counter()
+        while True:
+            nxt = cur.peek()
+            if nxt is None or nxt[0] > key:
+                break
+            m = cur.step()
+            if m is None:
+                break
+            self.replays += 1
+            self._keep(m)
+            last = m
+            if cur is self.frontier and cur.position % self.every == 0:
+                self._replay_time += time.perf_counter() - t
+                self._checkpoint(cur)
+                t = time.perf_counter()
+        if cur is self.frontier:
+            self._replay_time += time.perf_counter() - t
+        return last
+
+    def extend(self, n: int = 256) -> bool:
+        """Advance the frontier by up to ``n`` events; False when it has nothing left to do."""
+        cur = self.frontier
+        t = time.perf_counter()
+        for _ in range(n):
+            nxt = cur.peek()
+            if nxt is None or (self.horizon is not None and nxt[0] > self.horizon):
+                self._replay_time += time.perf_counter() - t
+                return False
+            m = cur.step()
+            if m is None:
+                return False
+            self.replays += 1
+            self._keep(m)
+            if cur.position % self.every == 0:
+                self._replay_time += time.perf_counter() - t
+                self._checkpoint(cur)
+                t = time.perf_counter()
+        self._replay_time += time.perf_counter() - t
+        return True
+
+    @property
+    def done(self) -> bool:
+        nxt = self.frontier.peek()
+        return nxt is None or (self.horizon is not None and nxt[0] > self.horizon)
+
+    # -- a request queue for one worker thread ----------------------------------------------
+
+    def request(self, tag: Any, key: Key) -> None:
+        """Ask the worker for ``key`` (a newer request replaces an older one)."""
+        with self._cv:
+            self._request = (tag, key)
+            self._cv.notify()
+
+    def take(self, timeout: float) -> tuple[Any, Key] | None:
+        with self._cv:
+            if self._request is None:
+                self._cv.wait(timeout)
+            req, self._request = self._request, None
+            return req
+
+    def wake(self) -> None:
+        with self._cv:
+            self._cv.notify()
+
+
+def _after(a: Key | None, b: Key | None) -> bool:
+    """Is position ``a`` strictly later than ``b`` (None is the start)?"""
+    if a is None:
+        return False
+    if b is None:
+        return True
+    return a > b
+
+
+def close_quietly(conn: sqlite3.Connection | None) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass

@@ -1,0 +1,461 @@
+"""Widgets: a virtualised list (Line API) and the lists and panels built on it.
+
+:class:`VirtualList` renders only the lines on screen through
+``render_line`` (toolong's ``LogLines`` pattern): a row is asked for when it
+becomes visible, rendered once into a :class:`~textual.strip.Strip` and kept
+in a bounded LRU cache; a list of a million rows costs what its visible rows
+cost.  Line 0 is a sticky header.  Cursor moves post :class:`VirtualList.Highlighted`
+(coalescing: a flood of moves collapses into the last one), Enter and
+double-click post :class:`VirtualList.Selected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Static
+
+from .data import LRU, FindingInfo, Row, RunInfo, Timeline, TraceData
+from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter
+
+__all__ = ["VirtualList", "RunsTable", "TimelineView", "FindingsList", "Panel"]
+
+Column = tuple[str, int | None, str]  # (title, width or None for the flexible one, align "<" or ">")
+
+
+class VirtualList(ScrollView, can_focus=True):
+    """A list of rows rendered on demand; subclasses provide the cells."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "vl--header",
+        "vl--cursor",
+        "vl--cursor-blur",
+        "vl--error",
+        "vl--warning",
+        "vl--success",
+        "vl--accent",
+        "vl--primary",
+        "vl--muted",
+        "vl--lost",
+    }
+    DEFAULT_CSS = """
+    VirtualList { background: $surface; overflow-x: hidden; }
+    VirtualList > .vl--header { text-style: bold; color: $text-primary; background: $panel; }
+    VirtualList > .vl--cursor { background: $block-cursor-background 60%; text-style: bold; }
+    VirtualList > .vl--cursor-blur { background: $block-cursor-background 25%; }
+    VirtualList > .vl--error { color: $text-error; }
+    VirtualList > .vl--lost { color: $text-error; text-style: italic; }
+    VirtualList > .vl--warning { color: $text-warning; }
+    VirtualList > .vl--success { color: $text-success; }
+    VirtualList > .vl--accent { color: $text-accent; }
+    VirtualList > .vl--primary { color: $text-primary; }
+    VirtualList > .vl--muted { color: $text-muted; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "up", show=False),
+        Binding("down,j", "move(1)", "down", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("home", "jump(0)", "first", show=False),
+        Binding("end", "jump(-1)", "last", show=False),
+        Binding("enter", "select", "open", show=False),
+    ]
+
+    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+
+    class Highlighted(Message):
+        def __init__(self, sender: VirtualList, index: int) -> None:
+            super().__init__()
+            self.list = sender
+            self.index = index
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, VirtualList.Highlighted) and message.list is self.list
+
+        @property
+        def control(self) -> VirtualList:
+            return self.list
+
+    class Selected(Message):
+        def __init__(self, sender: VirtualList, index: int) -> None:
+            super().__init__()
+            self.list = sender
+            self.index = index
+
+        @property
+        def control(self) -> VirtualList:
+            return self.list
+
+    columns: ClassVar[Sequence[Column]] = ()
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._strips: LRU = LRU(512)
+        self._count = 0
+
+    # -- to implement -----------------------------------------------------------------
+
+    def row_count(self) -> int:
+        return 0
+
+    def row_cells(self, index: int) -> list[list[Cell]]:
+        """One list of (text, tone) cells per column."""
+        return []
+
+    def row_tone(self, index: int) -> str:
+        """A tone for the whole row (e.g. a dimmed row), or ''."""
+        return ""
+
+    # -- sizes and caches ----------------------------------------------------------------
+
+    def reload(self, *, keep_cursor: bool = True) -> None:
+        """The rows changed: recount, clear caches, repaint."""
+        self._strips.clear()
+        self._count = self.row_count()
+        self.virtual_size = Size(self.size.width, self._count + 1)
+        if not keep_cursor:
+            self.set_reactive(VirtualList.cursor, 0)
+        if self._count and self.cursor >= self._count:
+            self.set_reactive(VirtualList.cursor, self._count - 1)
+        self.refresh()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def on_resize(self) -> None:
+        self._strips.clear()
+        self.virtual_size = Size(self.size.width, self._count + 1)
+
+    def notify_style_update(self) -> None:
+        self._strips.clear()
+        super().notify_style_update()
+
+    def on_focus(self) -> None:
+        self._strips.clear()
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._strips.clear()
+        self.refresh()
+
+    def refresh_row(self, index: int) -> None:
+        for key in [k for k in self._strips if k[0] == index]:
+            self._strips.pop(key, None)
+        self.refresh_line(index + 1)
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def _style(self, tone: str) -> Style | None:
+        if not tone:
+            return None
+        return self.get_component_rich_style(f"vl--{tone}", partial=True, default=Style())
+
+    def _widths(self, width: int) -> list[int]:
+        fixed = sum(w for _, w, _ in self.columns if w) + max(0, len(self.columns) - 1)
+        return [w if w else max(4, width - fixed) for _, w, _ in self.columns]
+
+    def _segments(self, cells_per_col: list[list[Cell]], width: int) -> list[Segment]:
+        """Cells laid out in their columns (truncated with an ellipsis, padded), as segments."""
+        out: list[Segment] = []
+        style_of = self._style
+        for n, (cells, w, (_, _, align)) in enumerate(zip(cells_per_col, self._widths(width), self.columns)):
+            col: list[Segment] = []
+            used = 0
+            for text, tone in cells:
+                if used >= w:
+                    break
+                if "\n" in text or "\t" in text:
+                    text = text.replace("\n", " ").replace("\t", " ")
+                length = cell_len(text)
+                if used + length > w:
+                    text = set_cell_size(text, max(0, w - used - 1)) + "…"
+                    length = w - used
+                col.append(Segment(text, style_of(tone)))
+                used += length
+            pad = Segment(" " * (w - used)) if w > used else None
+            if align == ">" and pad is not None:
+                out.append(pad)
+                out.extend(col)
+            else:
+                out.extend(col)
+                if pad is not None:
+                    out.append(pad)
+            if n < len(self.columns) - 1:
+                out.append(Segment(" "))
+        return out
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y == 0:
+            header = [[(title, "")] for title, _, _ in self.columns]
+            style = base + self.get_component_rich_style("vl--header")
+            strip = Strip(self._segments(header, width)).crop_extend(0, width, style)
+            return strip.apply_style(style)
+        index = self.scroll_offset.y + y - 1
+        if index >= self._count:
+            return Strip.blank(width, base)
+        selected = index == self.cursor
+        key = (index, width, selected, self.has_focus)
+        strip = self._strips.get(key)
+        if strip is None:
+            style = base
+            tone = self.row_tone(index)
+            if tone:
+                style = style + self._style(tone)
+            if selected:
+                style = style + self.get_component_rich_style("vl--cursor" if self.has_focus else "vl--cursor-blur")
+            segments = Segment.apply_style(self._segments(self.row_cells(index), width), style)
+            strip = Strip(segments).crop_extend(0, width, style)
+            self._strips.put(key, strip)
+        return strip
+
+    # -- cursor ---------------------------------------------------------------------------------
+
+    @property
+    def page_size(self) -> int:
+        return max(1, self.size.height - 2)
+
+    def validate_cursor(self, value: int) -> int:
+        if self._count <= 0:
+            return 0
+        return max(0, min(value, self._count - 1))
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self.refresh_row(old)
+        self.refresh_row(new)
+        self.scroll_to_cursor()
+        self.post_message(self.Highlighted(self, new))
+
+    def scroll_to_cursor(self, *, center: bool = False) -> None:
+        top = self.scroll_offset.y
+        visible = max(1, self.size.height - 1)
+        c = self.cursor
+        if center:
+            self.scroll_to(y=max(0, c - visible // 2), animate=False, immediate=True)
+        elif c < top:
+            self.scroll_to(y=c, animate=False, immediate=True)
+        elif c >= top + visible:
+            self.scroll_to(y=c - visible + 1, animate=False, immediate=True)
+
+    def move_to(self, index: int, *, center: bool = False) -> None:
+        self.cursor = index
+        if center:
+            self.scroll_to_cursor(center=True)
+
+    def action_move(self, delta: int) -> None:
+        self.cursor = self.cursor + delta
+
+    def action_page(self, delta: int) -> None:
+        self.cursor = self.cursor + delta * self.page_size
+
+    def action_jump(self, where: int) -> None:
+        self.cursor = where if where >= 0 else self._count - 1
+
+    def action_select(self) -> None:
+        if self._count:
+            self.post_message(self.Selected(self, self.cursor))
+
+    async def _on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < 1:
+            return
+        index = self.scroll_offset.y + offset.y - 1
+        if 0 <= index < self._count:
+            self.cursor = index
+            if event.chain >= 2:
+                self.post_message(self.Selected(self, index))
+
+
+# --------------------------------------------------------------------------- the lists
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    m, s = divmod(seconds, 60)
+    if m < 60:
+        return f"{int(m)}m{int(s):02d}s"
+    h, m = divmod(m, 60)
+    return f"{int(h)}h{int(m):02d}m"
+
+
+class RunsTable(VirtualList):
+    """Sessions and runs, one line each."""
+
+    columns = (
+        ("status", 15, "<"),
+        ("session", 12, "<"),
+        ("run", 18, "<"),
+        ("connection", 12, "<"),
+        ("origin", 6, "<"),
+        ("duration", 8, ">"),
+        ("frames", 7, ">"),
+        ("rej", 4, ">"),
+        ("E W I", 9, "<"),
+        ("codes", None, "<"),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.runs: list[RunInfo] = []
+
+    def set_runs(self, runs: list[RunInfo], *, keep: tuple[str, str] | None = None) -> None:
+        self.runs = runs
+        self.reload()
+        if keep is not None:
+            for i, r in enumerate(runs):
+                if r.key == keep:
+                    self.set_reactive(VirtualList.cursor, i)
+                    break
+        self.scroll_to_cursor()
+
+    def row_count(self) -> int:
+        return len(self.runs)
+
+    @property
+    def current(self) -> RunInfo | None:
+        return self.runs[self.cursor] if 0 <= self.cursor < len(self.runs) else None
+
+    def row_cells(self, index: int) -> list[list[Cell]]:
+        r = self.runs[index]
+        tone = STATUS_TONE.get(r.status, "")
+        marker = "● " if r.status in ("failed", "outcome unknown") or r.errors else "  "
+        fnd: list[Cell] = []
+        for n, sev in ((r.errors, "error"), (r.warnings, "warning"), (r.infos, "info")):
+            if n:
+                fnd.append((f"{n}{severity_letter(sev)} ", SEVERITY_TONE[sev]))
+        return [
+            [(marker, "error"), (r.status, tone)],
+            [(r.session_id, "")],
+            [(r.run_id, "primary")],
+            [(r.connection or "-", "error" if r.connection == "disconnected" else "muted")],
+            [(r.origin or "-", "muted")],
+            [(_fmt_duration(r.duration), "")],
+            [(str(r.frames), "")],
+            [(str(r.rejected) if r.rejected else "-", "error" if r.rejected else "muted")],
+            fnd or [("-", "muted")],
+            [(" ".join(r.codes), "muted")],
+        ]
+
+
+class TimelineView(VirtualList):
+    """A run's timeline, paged from SQLite a page at a time."""
+
+    columns = (
+        ("frame", 9, "<"),
+        ("time", 9, ">"),
+        ("facts → result", 30, "<"),
+        ("frame content", None, "<"),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.data: TraceData | None = None
+        self.timeline: Timeline | None = None
+        self.t0 = 0.0
+
+    def set_timeline(self, data: TraceData, timeline: Timeline) -> None:
+        self.data = data
+        self.timeline = timeline
+        first = data.row(timeline, 0) if len(timeline) else None
+        self.t0 = first.t if first is not None else 0.0
+        self.reload()
+
+    def row_count(self) -> int:
+        return len(self.timeline) if self.timeline is not None else 0
+
+    def get_row(self, index: int) -> Row | None:
+        if self.data is None or self.timeline is None:
+            return None
+        return self.data.row(self.timeline, index)
+
+    def row_cells(self, index: int) -> list[list[Cell]]:
+        row = self.get_row(index)
+        if row is None:
+            return [[("?", "muted")], [], [], []]
+        problem = row.problem
+        ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(problem or "", "muted")
+        if row.idx < 0 or row.kind == "end":
+            ref_tone = "primary" if row.kind == "request" else "muted"
+        mark = "!" if problem else " "
+        dt = row.t - self.t0
+        return [
+            [(mark, "error"), (row.ref, ref_tone)],
+            [(f"+{dt:.3f}", "muted")],
+            facts_cells(row),
+            frame_cells(row),
+        ]
+
+
+class FindingsList(VirtualList):
+    """A run's findings (or the trace's): severity, code, decisive frame, message."""
+
+    columns = (
+        ("", 1, "<"),
+        ("code", 6, "<"),
+        ("frame", 7, "<"),
+        ("finding", None, "<"),
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.findings: list[FindingInfo] = []
+
+    def set_findings(self, findings: list[FindingInfo]) -> None:
+        self.findings = findings
+        self.reload(keep_cursor=False)
+
+    def row_count(self) -> int:
+        return len(self.findings)
+
+    @property
+    def current(self) -> FindingInfo | None:
+        return self.findings[self.cursor] if 0 <= self.cursor < len(self.findings) else None
+
+    def row_cells(self, index: int) -> list[list[Cell]]:
+        f = self.findings[index]
+        tone = SEVERITY_TONE.get(f.severity, "")
+        return [
+            [(severity_letter(f.severity), tone)],
+            [(f.code, tone)],
+            [(f.decisive or "-", "primary")],
+            [(f.message, "")],
+        ]
+
+
+class Panel(VerticalScroll):
+    """A scrolling panel with one Static (snapshot, frame detail)."""
+
+    DEFAULT_CSS = """
+    Panel { background: $surface; padding: 0 1; }
+    Panel > Static { width: 100%; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.body = Static("", markup=True)
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield self.body
+
+    def show(self, content: Any, *, scroll: str = "keep") -> None:
+        self.body.update(content)
+        if scroll == "home":
+            self.scroll_home(animate=False)
+        elif scroll == "end":
+            self.call_after_refresh(self.scroll_end, animate=False)
