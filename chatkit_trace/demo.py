@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--db",
         default=os.path.join("recordings", "demo.db"),
-        help="trace file to write (replaced; default recordings/demo.db)",
+        help="trace file to write (default recordings/demo.db; replaced if an earlier demo wrote it, "
+        "any other existing file is left alone)",
     )
     p.add_argument(
         "--protocol",
@@ -216,6 +217,38 @@ class DemoReport:
         return all(self.ok(o) for o in self.outcomes)
 
 
+def _written_by_the_demo(db: Path) -> bool:
+    """Whether ``db`` is a trace an earlier demo wrote (meta ``demo``), so replacing it loses nothing."""
+    import sqlite3
+
+    from .demo_client import DEMO_SESSIONS
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'demo'").fetchone()
+            if row is not None:
+                return bool(row[0] == "true")
+            # a demo trace from before the marker: only the demo's sessions
+            sessions = {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM exchanges")} - {
+                None
+            }
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return bool(sessions) and sessions <= {s.id for s in DEMO_SESSIONS}
+
+
+def _check_target(db: Path) -> None:
+    if db.is_dir():
+        raise RuntimeError(f"--db {db} is a directory")
+    if db.exists() and not _written_by_the_demo(db):
+        raise RuntimeError(
+            f"{db} exists and is not a trace the demo wrote: choose another --db or remove it"
+        )
+
+
 def _remove_trace(db: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         with contextlib.suppress(FileNotFoundError):
@@ -250,6 +283,7 @@ def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoRe
     """Record the demo into ``db`` (replaced) and check it; every process is gone on return."""
     from .checkcmd import run_check
 
+    _check_target(db)
     db.parent.mkdir(parents=True, exist_ok=True)
     _remove_trace(db)
     report = DemoReport(db)
@@ -269,18 +303,19 @@ def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoRe
 
 
 def _note_profile(db: Path, profile: str) -> None:
-    """Name the profile in the trace's meta (``profile``, ``protocol``, ``capabilities``)
-    when the recorder did not, so ``check`` and ``view`` need no ``--profile``."""
+    """Mark the trace as the demo's (meta ``demo``) and name its profile (``profile``,
+    ``protocol``, ``capabilities``) when the recorder did not, so ``check`` and ``view``
+    need no ``--profile``."""
     from .capture.profiles import load_profile
     from .store import TraceStore
 
     prof = load_profile(profile)
     with TraceStore(db) as store:
-        if store.get_meta("protocol"):
-            return
-        store.set_meta("profile", prof.name)
-        store.set_meta("protocol", prof.protocol)
-        store.set_meta("capabilities", sorted(prof.capabilities))
+        store.set_meta("demo", True)  # a later demo may replace this file
+        if not store.get_meta("protocol"):
+            store.set_meta("profile", prof.name)
+            store.set_meta("protocol", prof.protocol)
+            store.set_meta("capabilities", sorted(prof.capabilities))
         store.commit()
 
 
@@ -342,6 +377,10 @@ def run(args: argparse.Namespace) -> int:
     if args.pace_ms < 0:
         raise UsageError("--pace-ms must be >= 0")
     db = Path(args.db)
+    try:
+        _check_target(db)
+    except RuntimeError as err:
+        raise UsageError(str(err)) from None
     color = sys.stdout.isatty()
     print(
         f"chatkit-trace demo: recording the demo backend ({args.protocol}) through the proxy into {db} …",

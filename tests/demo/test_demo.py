@@ -173,6 +173,23 @@ def test_ctrl_c_stops_the_demo_and_every_process_it_started(tmp_path):
     assert not _processes_naming(str(db))
 
 
+def test_the_demo_replaces_only_its_own_trace(tmp_path, demo):
+    db, _, _ = demo
+    with sqlite3.connect(db) as conn:
+        assert dict(conn.execute("select key, value from meta"))["demo"] == "true"
+    mine = tmp_path / "mine.db"
+    mine.write_bytes(b"precious")
+    proc = subprocess.run(
+        [*DEMO, "--db", str(mine)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and "is not a trace the demo wrote" in proc.stderr
+    assert mine.read_bytes() == b"precious"
+    proc = subprocess.run(
+        [*DEMO, "--db", str(tmp_path)], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and "is a directory" in proc.stderr
+
+
 def test_a_bad_option_is_a_usage_error():
     proc = subprocess.run(
         [*DEMO, "--pace-ms", "-1"], check=False, capture_output=True, text=True, timeout=30
