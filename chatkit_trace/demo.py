@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -326,18 +327,22 @@ def render_sessions(report: DemoReport, *, color: bool = False) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="What each session shows", title_justify="left", show_lines=False)
-    table.add_column("session")
-    table.add_column("plays")
-    table.add_column("expected")
-    table.add_column("found (errors, warnings)")
-    table.add_column("")
+    table = Table(
+        title="What each session shows", title_justify="left", show_lines=False, expand=False
+    )
+    table.add_column("session", no_wrap=True)
+    table.add_column("plays", ratio=3)
+    table.add_column("runs ended (UI)", ratio=2)
+    table.add_column("expected", no_wrap=True)
+    table.add_column("found (errors, warnings)", no_wrap=True)
+    table.add_column("", no_wrap=True)
     for o in report.outcomes:
         ok = report.ok(o)
         found = ", ".join(report.found(o.session_id)) or "none"
         table.add_row(
             o.session_id,
             o.title + (f" [red]({o.error})[/red]" if o.error else ""),
+            o.statuses(),
             (", ".join(o.expect) or "none") + (f" (maybe {', '.join(o.allow)})" if o.allow else ""),
             found,
             "[green]ok[/green]" if ok else "[red]MISMATCH[/red]",
@@ -345,7 +350,7 @@ def render_sessions(report: DemoReport, *, color: bool = False) -> str:
     with open(os.devnull, "w") as sink:
         console = Console(
             record=True,
-            width=140,
+            width=max(shutil.get_terminal_size((160, 24)).columns, 120) if color else 160,
             color_system="standard" if color else None,
             force_terminal=color,
             file=sink,

@@ -261,7 +261,12 @@ class SessionOutcome:
     seconds: float = 0.0
 
     def add(self, page: Page, run_id: str, what: str) -> None:
+        """Note what the page's Core shows for ``run_id`` now (None: it does not know the run)."""
         self.runs.append((run_id, what, page.status(run_id)))
+
+    def statuses(self) -> str:
+        """``completed, failed, …``: how each run ended in the UI."""
+        return ", ".join(status or "unknown to the page" for _, _, status in self.runs)
 
 
 Steps = Callable[["Driver", "DemoSession", SessionOutcome], Awaitable[None]]
@@ -334,9 +339,10 @@ async def _answer_then_reload(d: Driver, s: DemoSession, out: SessionOutcome) ->
     rid = await page.send("Hello, who are you?")
     await page.settled(rid)
     await page.quiet()
+    out.add(page, rid, "answer")
     page = await d.reload(page)
     await page.runtime.refresh_history()
-    out.add(page, rid, "answer, then reload")
+    out.add(page, rid, "after a reload")
 
 
 def _one_run(text: str, what: str) -> Steps:

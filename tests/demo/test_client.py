@@ -13,6 +13,9 @@ async def test_every_demo_session_plays_and_ends_as_its_backend_makes_it():
         outcomes = {o.session_id: o for o in await drive(url)}
     assert [o.error for o in outcomes.values()] == [None] * len(DEMO_SESSIONS)
     status = {sid: [(what, st) for _, what, st in o.runs] for sid, o in outcomes.items()}
+    # after a reload the page does not know the run: history names it differently
+    assert status["history-ids"] == [("answer", "completed"), ("after a reload", None)]
+    assert outcomes["history-ids"].statuses() == "completed, unknown to the page"
     assert status["clean+close=6+lag=3"] == [
         ("text", "completed"),
         ("tool", "completed"),
