@@ -251,6 +251,7 @@ class _Replayer:
             view = s.core.run_view(run_id)
             if view is not None:
                 rec.dispatch = "continued"  # e.g. the OpenAI tool loop: same run, another request
+                self._request_events(s, exchange, run_id)
                 return
             body = exchange.request_json()
             try:
@@ -292,6 +293,18 @@ class _Replayer:
             self.history(s, exchange, rec)
         elif cap == "status":
             self.status(s, exchange)
+
+    def _request_events(self, s: SessionReplay, exchange: Exchange, run_id: str) -> None:
+        """Events a continuation request carries (R2.2: the tool loop calls run
+        again under the same run id), decoded before its response."""
+        try:
+            events = self.adapter.protocol.request_events(exchange.request_json(), run_id)
+        except Exception:  # noqa: BLE001 - a recorded body the adapter cannot read
+            return
+        for k, event in enumerate(events or ()):
+            decoded = s.decoder.decode(event, run_id=run_id, fallback_id=f"{exchange.index}:req{k}", at=exchange.started_at * 1000.0)
+            for fact in decoded.facts:
+                self.admit(s, fact, exchange.index, None)
 
     def _run_id(self, s: SessionReplay, exchange: Exchange) -> str:
         """The exchange's run id: from the profile, else from the first event

@@ -223,9 +223,9 @@ class SessionDecoder:
             return Decoded(identity=identity, run_id=identity.run_id)
         out = self.decode(event, run_id=identity.run_id, event_id=event_id, fallback_id=fallback_id, at=at)
         out.identity = identity
-        if identity.ends_response and not out.terminal:
-            # endsResponse closes this run's reader, never concludes it (R2.6).
-            self.release(identity.run_id)
+        # endsResponse closes this run's reader, never concludes it (R2.6); the
+        # decode state stays until the terminal update or unbinding (R2.7), so
+        # the OpenAI tool loop's next response continues the same answer.
         return out
 
     def project(self, input: Any, run_id: str, messages: tuple[RuntimeMessage, ...] = ()) -> list[RuntimeMessage]:

@@ -151,6 +151,13 @@ class AdapterProtocol:
         the body has no user input (e.g. an OpenAI tool-loop continuation)."""
         return None
 
+    def request_events(self, body: Any, run_id: str) -> list[Any]:
+        """chatkit-trace's extension: events a *request* carries for a run
+        that is already running, decoded before the response's frames (the
+        OpenAI tool loop's continuation carries the tool results).  Empty
+        by default."""
+        return []
+
     def event_known(self, event: Any) -> bool | None:
         """chatkit-trace's extension: whether an event that decodes to no
         update is a *known* event without output (a start marker, a usage

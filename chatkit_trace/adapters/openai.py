@@ -788,6 +788,11 @@ class OpenAIProtocol(AdapterProtocol):
 
     # -- decoding ---------------------------------------------------------------------
 
+    def request_events(self, body: Any, run_id: str) -> list[Any]:
+        """The tool loop's continuation request carries the tool results."""
+        event = tool_results_event(body, run_id)
+        return [event] if event is not None else []
+
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
         if event is DONE or event == "[DONE]":
             ctx.state["done"] = True

@@ -48,17 +48,7 @@ def test_fail_scenario_keeps_the_protocols_code():
     "kind",
     [
         "text",
-        pytest.param(
-            "tool",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "on a subscription, identify_event's ends_response at finish_reason tool_calls (R11.4) makes "
-                    "the factory release the run's decode state (SessionDecoder.route), so the tool loop's next "
-                    "response starts a fresh answer: segment numbers restart and the tool-call part is dropped"
-                ),
-            ),
-        ),
+        "tool",
         "fail",
         "slow",
         "regenerate",

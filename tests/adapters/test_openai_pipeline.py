@@ -58,14 +58,6 @@ def test_a_recorded_midstream_error_fails_the_run():
     assert view.status == "failed" and view.error.code == "500"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the pipeline's 'continued' dispatch (the tool loop's second request of a run) does not yet feed "
-        "OpenAIProtocol.tool_results_event(request body, run id) through the run's decoder, so the call never "
-        "gets its result and the final `stop` is rejected active-work"
-    ),
-)
 def test_a_recorded_tool_loop_replays_as_one_clean_run():
     r = replay(
         [_exchange(0, "tool", "tool.turn1.sse"), _exchange(1, "tool", "tool.turn2.sse", step=1)],
