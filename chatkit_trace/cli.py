@@ -28,6 +28,10 @@ COMMANDS: dict[str, str] = {
     "redecode": "chatkit_trace.redecodecmd",
     "view": "chatkit_trace.viewcmd",
     "import": "chatkit_trace.importer",
+    "export": "chatkit_trace.exportcmd",
+    "replay": "chatkit_trace.replaycmd",
+    "serve": "chatkit_trace.servecmd",
+    "redrive": "chatkit_trace.redrivecmd",
 }
 
 
