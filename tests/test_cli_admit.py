@@ -351,5 +351,4 @@ def test_demo_script_runs_clean(capsys: pytest.CaptureFixture[str]) -> None:
     results = {(r.result, r.reason) for r in out.lines}
     assert ("rejected", "terminal-sealed") in results
     assert any(r.op == "history" and r.result == "done" for r in out.lines)
-    assert main(["demo", "--no-view"]) == 0
-    assert "demo.jsonl" in capsys.readouterr().out
+    # ``chatkit-trace demo`` itself (the recorded demo) is tested in tests/demo/.
