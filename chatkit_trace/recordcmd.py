@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
     except ImportError:
         pass
-    except Exception as err:  # ProfileError, FileNotFoundError …
+    except Exception as err:  # noqa: BLE001 - ProfileError, FileNotFoundError …
         raise UsageError(f"--profile {args.profile}: {err}") from None
     from mitmproxy.tools import main
 

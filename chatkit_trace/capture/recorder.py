@@ -53,15 +53,19 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "chatkit_profile": (
         str,
         "",
-        "chatkit-trace route profile: a preset name (openai, adk, a2a, hermes, myproto …) or a TOML/JSON "
-        "profile file. Empty: record every exchange without identity (no facts).",
+        (
+            "chatkit-trace route profile: a preset name (openai, adk, a2a, hermes, myproto …) or a TOML/JSON "
+            "profile file. Empty: record every exchange without identity (no facts)."
+        ),
     ),
     "chatkit_db": (str, "chatkit-trace.db", "chatkit-trace: the SQLite trace file to record into (created, or appended to)."),
     "chatkit_redact": (
         str,
         "",
-        "chatkit-trace: extra header, query parameter or JSON field names to redact before storing, comma-separated "
-        "(added to the defaults: Authorization, Cookie, Set-Cookie, X-Api-Key, api_key, token, password, secret …).",
+        (
+            "chatkit-trace: extra header, query parameter or JSON field names to redact before storing, comma-separated "
+            "(added to the defaults: Authorization, Cookie, Set-Cookie, X-Api-Key, api_key, token, password, secret …)."
+        ),
     ),
     "chatkit_keep_secrets": (
         bool,
@@ -76,26 +80,34 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
     "chatkit_max_age": (
         str,
         "",
-        "chatkit-trace: keep only exchanges younger than this (e.g. 90s, 30m, 2h, 1d; dropped ones are counted "
-        "in meta 'dropped'). Empty: no cap.",
+        (
+            "chatkit-trace: keep only exchanges younger than this (e.g. 90s, 30m, 2h, 1d; dropped ones are counted "
+            "in meta 'dropped'). Empty: no cap."
+        ),
     ),
     "chatkit_queue": (
         int,
         20000,
-        "chatkit-trace: most chunks/messages waiting for the writer thread; beyond it the recorder drops its copy "
-        "(never the traffic) and the trace says how much.",
+        (
+            "chatkit-trace: most chunks/messages waiting for the writer thread; beyond it the recorder drops its copy "
+            "(never the traffic) and the trace says how much."
+        ),
     ),
     "chatkit_derive": (
         str,
         "live",
-        "chatkit-trace: derive facts while recording (live: when idle, one log line per finished run), only at "
-        "shutdown (end), or never (off; run `chatkit-trace redecode` later).",
+        (
+            "chatkit-trace: derive facts while recording (live: when idle, one log line per finished run), only at "
+            "shutdown (end), or never (off; run `chatkit-trace redecode` later)."
+        ),
     ),
     "chatkit_test_raise": (
         str,
         "",
-        "chatkit-trace, for tests only: make the recorder fail on purpose in 'tap', 'hooks' and/or 'writer' "
-        "(comma-separated) to prove the traffic is unaffected.",
+        (
+            "chatkit-trace, for tests only: make the recorder fail on purpose in 'tap', 'hooks' and/or 'writer' "
+            "(comma-separated) to prove the traffic is unaffected."
+        ),
     ),
 }
 
@@ -247,7 +259,7 @@ class Recorder:
                 from .profiles import load_profile
 
                 profile = load_profile(opts.chatkit_profile.strip())
-            except Exception as err:  # ProfileError, a missing file, a bad preset name
+            except Exception as err:  # noqa: BLE001 - ProfileError, a missing file, a bad preset name
                 errors.append(f"chatkit_profile: {err}")
         redactor = None
         if not opts.chatkit_keep_secrets and not errors:
@@ -327,7 +339,7 @@ class Recorder:
                     f"affected): {message}",
                     exc_info=err,
                 )
-        except Exception:  # noqa: BLE001 - the last line of defence
+        except Exception:  # noqa: BLE001, S110 - the last line of defence
             pass
 
     def _hook_check(self) -> None:

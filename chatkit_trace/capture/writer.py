@@ -77,9 +77,19 @@ STREAMING_CAPABILITIES = frozenset({"run", "resume", "regenerate", "edit", "subs
 MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Items handled per transaction at most (keeps a commit's latency bounded).
 BATCH_ITEMS = 4096
-#: Derive facts after this much idle time, or at the latest after MAX_LAG.
+#: While traffic flows the writer wakes this often and takes what is queued
+#: (instead of waking for every chunk, which costs the loop GIL hand-offs).
+BATCH_WAIT = 0.02
+#: Chunks are parsed when the writer is quiet, when their flow ends, or at
+#: the latest when the oldest unparsed chunk of a flow is this old or its
+#: unparsed bytes reach PARSE_BYTES.  Every event still gets the arrival
+#: time of the chunk that completed it.
+PARSE_LAG = 0.5
+PARSE_BYTES = 4 * 1024 * 1024
+#: Derive facts after this much idle time (at least the last derivation's
+#: duration), or at the latest after MAX_LAG.
 IDLE_DERIVE = 0.3
-MAX_LAG = 5.0
+MAX_LAG = 30.0
 #: How often the caps (size, age) are checked.
 CAP_INTERVAL = 2.0
 #: Frames of one exchange tried for ids its route takes from the events.
@@ -166,6 +176,37 @@ def _redacted_headers(ex: Exchange, side: str, before: Sequence[tuple[str, str]]
             _redacted(ex, f"{side}.header:{k.lower()}")
 
 
+_FRAME_ROW = 64  # bytes counted per frame row besides its text and raw bytes
+_EXCHANGE_ROW = 256  # per exchange row besides its bodies, headers and URL
+
+
+def _exchange_size(ex: Exchange) -> int:
+    headers = sum(len(k) + len(v) + 6 for k, v in (*ex.request_headers, *ex.response_headers))
+    return _EXCHANGE_ROW + len(ex.request_body or b"") + len(ex.response_body or b"") + headers + len(ex.url)
+
+
+class _SessionScope:
+    """What :func:`~chatkit_trace.store.write_replay` uses of a store, with
+    ``clear_derived`` limited to some sessions (and their exchanges), so a
+    replay of those sessions replaces only their derived rows."""
+
+    def __init__(self, store: Any, sessions: set[str], exchange_ids: list[int]) -> None:
+        self.db = store.db
+        self.sessions = sorted(sessions)
+        self.exchange_ids = exchange_ids
+
+    def clear_derived(self) -> None:
+        conn = self.db.conn
+        marks = ",".join("?" * len(self.sessions))
+        for table in ("facts", "frame_results", "runs", "sessions", "history_reads"):
+            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", self.sessions)
+        for i in range(0, len(self.exchange_ids), 500):
+            part = self.exchange_ids[i : i + 500]
+            m = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM frame_results WHERE exchange_id IN ({m})", part)
+            conn.execute(f"DELETE FROM facts WHERE exchange_id IN ({m})", part)
+
+
 class _InjectedFault(RuntimeError):
     """Raised on purpose when ``chatkit_test_raise`` asks for it."""
 
@@ -191,6 +232,9 @@ class _Flow:
     copy: bytearray | None = None  # decoded copy of a 'body' stream (capped)
     copy_lost: int = 0
     next_frame: int = 0
+    pending: list[tuple[float, bytes]] = field(default_factory=list)  # (arrival time, chunk) not parsed yet
+    pending_since: float = 0.0
+    pending_bytes: int = 0
     chunks: int = 0
     encoded: int = 0
     decoded: int = 0
@@ -239,7 +283,7 @@ class Writer(threading.Thread):
         self.frames: list[Frame] = []
         self.dirty_sessions: set[str | None] = set()
         self.dirty_since: float | None = None
-        self.replays: dict[str | None, Any] = {}
+        self.fact_seq = 0
         self.logged_runs: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.adapter: Any = None
         self.orphans = 0
@@ -249,6 +293,9 @@ class Writer(threading.Thread):
         self.capped = {"exchanges": 0, "frames": 0, "by_age": 0, "by_size": 0, "frames_over_cap": 0}
         self.over_cap = False
         self.last_cap_check = 0.0
+        self.unparsed: set[_Flow] = set()
+        self.recorded_bytes = 0  # the recorded data's size (chatkit_max_db_mb), kept up to date
+        self.derive_cost = 0.0  # seconds the last derivation took
         self.stopped = threading.Event()
 
     # ------------------------------------------------------------------ loop side API
@@ -300,6 +347,9 @@ class Writer(threading.Thread):
         os.makedirs(parent, exist_ok=True)
         self.store = TraceStore(path, create=True)
         self.next_index = self.store.next_exchange_index()
+        row = self.store.db.execute("SELECT MAX(seq) FROM facts").fetchone()
+        self.fact_seq = 0 if row[0] is None else row[0] + 1
+        self.recorded_bytes = self._recorded_bytes()
         meta = dict(self.config.recorder_meta)
         meta["started_at"] = time.time()
         recordings = self.store.get_meta("recordings", []) or []
@@ -312,7 +362,6 @@ class Writer(threading.Thread):
         self.config = config
         self.limit = max(1, config.queue_limit)
         self.adapter = None
-        self.replays.clear()
         profile = config.profile
         if profile is not None and config.derive != "off":
             try:
@@ -330,18 +379,27 @@ class Writer(threading.Thread):
                 self._idle()
                 continue
             items = [item]
-            try:
-                while len(items) < BATCH_ITEMS:
-                    items.append(q.get_nowait())
-            except queue.Empty:
-                pass
-            stop = self._batch(items)
-            if stop:
-                return
+            # Traffic starts: let the loop serve the new flow's first round trip
+            # (TTFE) before taking the GIL; then take what is queued every BATCH_WAIT.
+            time.sleep(BATCH_WAIT)
+            while True:
+                try:
+                    while len(items) < BATCH_ITEMS:
+                        items.append(q.get_nowait())
+                except queue.Empty:
+                    pass
+                if not items:  # quiet: parse everything pending, then block again
+                    self._parse_pending(force=True)
+                    self._commit()
+                    break
+                if self._batch(items):
+                    return
+                items = []
+                time.sleep(BATCH_WAIT)
 
     def _idle_timeout(self) -> float | None:
         if self.dirty_sessions and self.config.derive == "live":
-            return IDLE_DERIVE
+            return max(IDLE_DERIVE, min(self.derive_cost, 10.0))
         if self.config.max_age or self.config.max_db_bytes:
             return CAP_INTERVAL
         return None
@@ -378,12 +436,12 @@ class Writer(threading.Thread):
             except Exception as err:  # noqa: BLE001 - one bad message never stops the recording
                 self._internal_error(kind, err, fid=item[1] if len(item) > 1 and isinstance(item[1], str) else None)
         self.consumed += len(items)
+        self._parse_pending(force=stop or bool(syncs))
         self._commit()
         if self.config.derive == "live" and self.dirty_since is not None and time.time() - self.dirty_since > MAX_LAG:
             self._idle()
-        elif self.config.max_age or self.config.max_db_bytes:
-            if time.time() - self.last_cap_check > CAP_INTERVAL:
-                self._idle_caps()
+        elif (self.config.max_age or self.config.max_db_bytes) and time.time() - self.last_cap_check > CAP_INTERVAL:
+            self._idle_caps()
         for ev in syncs:
             ev.set()
         return stop
@@ -403,6 +461,7 @@ class Writer(threading.Thread):
                     self.capped["frames_over_cap"] += len(self.frames)
                 else:
                     store.add_frames(self.frames)
+                    self.recorded_bytes += sum(_FRAME_ROW + len(f.text or "") + len(f.raw or b"") for f in self.frames)
                 self.frames = []
             for st in self.flows.values():
                 if st.dirty:
@@ -416,7 +475,7 @@ class Writer(threading.Thread):
             self.frames = []
             try:
                 store.db.conn.rollback()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - the batch is lost either way
                 pass
             self._internal_error("store", err)
 
@@ -611,11 +670,38 @@ class Writer(threading.Thread):
         st.encoded += len(chunk)
         if st.lost or st.decoder is None:
             return
-        data = st.decoder.decode(chunk)
-        self._feed(st, data, t)
-        if st.decoder.error is not None and not st.decoder_error_stored:
-            st.decoder_error_stored = True
-            self._add_frame(st, error_frame(st.decoder.error, st.ex.index, st.next_frame, t, transport=st.ex.transport or "sse"))
+        if not st.pending:
+            st.pending_since = t
+            self.unparsed.add(st)
+        st.pending.append((t, chunk))
+        st.pending_bytes += len(chunk)
+
+    def _parse_pending(self, *, force: bool = False) -> None:
+        """Decode and parse the chunks waiting (see PARSE_LAG)."""
+        if not self.unparsed:
+            return
+        now = time.time()
+        for st in list(self.unparsed):
+            if force or now - st.pending_since >= PARSE_LAG or st.pending_bytes >= PARSE_BYTES:
+                try:
+                    self._parse(st)
+                except Exception as err:  # noqa: BLE001
+                    st.pending = []
+                    self.unparsed.discard(st)
+                    self._internal_error("parse", err, fid=st.fid)
+
+    def _parse(self, st: _Flow) -> None:
+        pending, st.pending, st.pending_bytes = st.pending, [], 0
+        self.unparsed.discard(st)
+        if st.lost or st.decoder is None:
+            return
+        decoder = st.decoder
+        for t, chunk in pending:
+            data = decoder.decode(chunk)
+            self._feed(st, data, t)
+            if decoder.error is not None and not st.decoder_error_stored:
+                st.decoder_error_stored = True
+                self._add_frame(st, error_frame(decoder.error, st.ex.index, st.next_frame, t, transport=st.ex.transport or "sse"))
 
     def _feed(self, st: _Flow, data: bytes, t: float, *, final: bool = False) -> None:
         if data:
@@ -642,10 +728,11 @@ class Writer(threading.Thread):
 
     def _gap(self, item: tuple[Any, ...]) -> None:
         """The loop dropped chunks of this flow: what follows is not contiguous."""
-        _, fid, chunks, nbytes = item
+        _, fid, _chunks, nbytes = item
         st = self.flows.get(fid)
         if st is None:
             return
+        self._parse(st)
         ex = st.ex
         ex.notes["incomplete"] = True
         st.dirty = True
@@ -712,6 +799,7 @@ class Writer(threading.Thread):
             self.drops["bytes"] += dropped[1]
             self.drops["flows"] += 1
         # Finish the stream copy.
+        self._parse(st)
         if st.decoder is not None and not st.lost:
             rest = st.decoder.flush()
             self._feed(st, rest, t, final=True)
@@ -734,6 +822,7 @@ class Writer(threading.Thread):
         st.ended = True
         st.dirty = True
         self.open_indexes.discard(ex.index)
+        self.recorded_bytes += _exchange_size(ex)
         if ex.capability is not None:
             self._touch(ex.session_id)
 
@@ -781,7 +870,7 @@ class Writer(threading.Thread):
         self.stored_errors.add(key)
         try:
             self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 - nowhere left to store it
             pass
 
     def _internal_error(self, where: str, err: BaseException, *, fid: str | None = None) -> None:
@@ -800,7 +889,7 @@ class Writer(threading.Thread):
             try:
                 self.notify(lambda: logger.log(level, message))
                 return
-            except Exception:  # noqa: BLE001 - the loop is gone: log from here
+            except Exception:  # noqa: BLE001, S110 - the loop is gone: log from here
                 pass
         logger.log(level, message)
 
@@ -826,8 +915,7 @@ class Writer(threading.Thread):
         if cfg.max_db_bytes:
             self.over_cap = False
             for _ in range(50):
-                used = self._used_bytes()
-                if used <= cfg.max_db_bytes:
+                if self.recorded_bytes <= cfg.max_db_bytes:
                     break
                 rows = conn.execute("SELECT id, session_id FROM exchanges ORDER BY started_at, id").fetchall()
                 rows = [r for r in rows if r[0] not in self.open_indexes]
@@ -842,23 +930,40 @@ class Writer(threading.Thread):
             self._log(logging.INFO, f"chatkit-trace: recording cap reached: dropped the {n} oldest exchange(s) "
                       f"({self.capped['exchanges']} so far, {self.capped['frames']} frames); see meta 'dropped'")
 
-    def _used_bytes(self) -> int:
+    def _recorded_bytes(self, ids: list[int] | None = None) -> int:
+        """The size of recorded exchanges and frames (all, or of exchanges ``ids``), as counted for the cap."""
         conn = self.store.db.conn
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-        return int((pages - free) * size)
+        where, params = "", []
+        if ids is not None:
+            where = f" WHERE {{col}} IN ({','.join('?' * len(ids))})"
+            params = ids
+        f = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0), COALESCE(SUM(LENGTH(raw)), 0) FROM frames"
+            + where.format(col="exchange_id"),
+            params,
+        ).fetchone()
+        e = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(request_body)), 0) + COALESCE(SUM(LENGTH(response_body)), 0)"
+            " + COALESCE(SUM(LENGTH(request_headers)), 0) + COALESCE(SUM(LENGTH(response_headers)), 0)"
+            " + COALESCE(SUM(LENGTH(url)), 0) FROM exchanges" + where.format(col="id"),
+            params,
+        ).fetchone()
+        return int(f[0] * _FRAME_ROW + f[1] + f[2] + e[0] * _EXCHANGE_ROW + e[1])
 
     def _prune(self, rows: list[tuple[int, str | None]], why: str) -> None:
         conn = self.store.db.conn
         ids = [r[0] for r in rows]
         frames = 0
+        for i in range(0, len(ids), 500):
+            self.recorded_bytes -= self._recorded_bytes(ids[i : i + 500])
         with conn:
             for i in range(0, len(ids), 500):
                 part = ids[i : i + 500]
                 marks = ",".join("?" * len(part))
                 frames += conn.execute(f"DELETE FROM frames WHERE exchange_id IN ({marks})", part).rowcount
                 conn.execute(f"DELETE FROM exchanges WHERE id IN ({marks})", part)
+                for table in ("facts", "frame_results", "history_reads"):  # their sessions are re-derived
+                    conn.execute(f"DELETE FROM {table} WHERE exchange_id IN ({marks})", part)
         self.capped["exchanges"] += len(ids)
         self.capped["frames"] += frames
         self.capped[why] += len(ids)
@@ -873,14 +978,21 @@ class Writer(threading.Thread):
     # ------------------------------------------------------------------ derivation
 
     def _derive(self, *, final: bool = False) -> None:
-        """Replay the sessions that changed and rewrite the derived tables."""
+        """Replay the sessions that changed and rewrite their derived rows.
+
+        Only those sessions are replayed and rewritten (sessions are
+        independent Cores), so a long recording costs what its busiest
+        session costs, not the whole file.  Fact ``seq`` numbers keep
+        growing across derivations (unique, in order within a session).
+        """
         if not self.dirty_sessions or self.adapter is None:
             self.dirty_sessions.clear()
             self.dirty_since = None
             return
-        from ..pipeline import Replay, replay
+        from ..pipeline import replay
         from ..store import write_replay
 
+        started = time.monotonic()
         dirty = self.dirty_sessions
         self.dirty_sessions = set()
         self.dirty_since = None
@@ -889,63 +1001,56 @@ class Writer(threading.Thread):
         for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
             where = "capability IS NOT NULL AND " + ("session_id IS NULL" if sid is None else "session_id = ?")
             exchanges = list(store.exchanges(with_frames=True, where=where, params=[] if sid is None else [sid]))
-            if not exchanges:
-                self.replays.pop(sid, None)
-                continue
-            self.replays[sid] = replay(exchanges, self.adapter, capabilities=caps)
-        merged = Replay()
-        seq = 0
-        for sid in sorted(self.replays, key=lambda s: (s is None, s or "")):
-            r = self.replays[sid]
-            merged.sessions.update(r.sessions)
-            merged.exchanges.update(r.exchanges)
-            merged.frames.extend(r.frames)
-            for f in r.facts:
-                f.seq = seq
-                seq += 1
-                merged.facts.append(f)
-        write_replay(store, merged)
-        self._report_runs(dirty, final=final)
+            r = replay(exchanges, self.adapter, capabilities=caps) if exchanges else None
+            names = set(r.sessions) if r is not None else set()
+            names.add(sid if sid is not None else "default")
+            for f in r.facts if r is not None else ():
+                f.seq = self.fact_seq
+                self.fact_seq += 1
+            scope = _SessionScope(store, names, [ex.index for ex in exchanges])
+            if r is not None:
+                write_replay(scope, r)  # type: ignore[arg-type]
+                self._report_runs(r, final=final)
+            else:
+                with store.db.conn:
+                    scope.clear_derived()
+        self.derive_cost = time.monotonic() - started
 
-    def _report_runs(self, sessions: set[str | None], *, final: bool) -> None:
+    def _report_runs(self, r: Any, *, final: bool) -> None:
         """One log line per finished run (and a mitmweb mark on its flows)."""
-        for sid in sessions:
-            r = self.replays.get(sid)
-            if r is None:
-                continue
-            for session_id, s in r.sessions.items():
-                per_run: dict[str, list[Any]] = {}
-                for f in r.facts:
-                    if f.fact.session_id == session_id:
-                        per_run.setdefault(f.fact.run_id, []).append(f)
-                for view in s.core.snapshot.runs:
-                    rec = s.runs.get(view.id)
-                    exchanges = list(rec.exchanges) if rec else []
-                    still_open = any(i in self.open_indexes for i in exchanges)
-                    if not view.terminal and still_open and not final:
-                        continue
-                    facts = per_run.get(view.id, [])
-                    rejected = Counter(
-                        f.result.reason.value if f.result.reason is not None else "rejected"
-                        for f in facts
-                        if not f.result.accepted
-                    )
-                    outcome = self._outcome(view, r, exchanges)
-                    signature = (outcome, len(facts), tuple(sorted(rejected.items())))
-                    key = (session_id, view.id)
-                    if self.logged_runs.get(key) == signature:
-                        continue
-                    self.logged_runs[key] = signature
-                    if rejected:
-                        rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
-                        rej_text = f"{sum(rejected.values())} rejected ({rej})"
-                    else:
-                        rej_text = "no rejections"
-                    summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}"
-                    self._log(logging.INFO, f"chatkit-trace: {summary}")
-                    marker = self._marker(view, rejected)
-                    fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
-                    self._mark(fids, marker, summary)
+        for session_id, s in r.sessions.items():
+            per_run: dict[str, list[Any]] = {}
+            for f in r.facts:
+                if f.fact.session_id == session_id:
+                    per_run.setdefault(f.fact.run_id, []).append(f)
+            for view in s.core.snapshot.runs:
+                rec = s.runs.get(view.id)
+                exchanges = list(rec.exchanges) if rec else []
+                still_open = any(i in self.open_indexes for i in exchanges)
+                if not view.terminal and still_open and not final:
+                    continue
+                facts = per_run.get(view.id, [])
+                rejected = Counter(
+                    f.result.reason.value if f.result.reason is not None else "rejected"
+                    for f in facts
+                    if not f.result.accepted
+                )
+                outcome = self._outcome(view, r, exchanges)
+                signature = (outcome, len(facts), tuple(sorted(rejected.items())))
+                key = (session_id, view.id)
+                if self.logged_runs.get(key) == signature:
+                    continue
+                self.logged_runs[key] = signature
+                if rejected:
+                    rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
+                    rej_text = f"{sum(rejected.values())} rejected ({rej})"
+                else:
+                    rej_text = "no rejections"
+                summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}"
+                self._log(logging.INFO, f"chatkit-trace: {summary}")
+                marker = self._marker(view, rejected)
+                fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
+                self._mark(fids, marker, summary)
 
     @staticmethod
     def _outcome(view: Any, r: Any, exchanges: list[int]) -> str:
@@ -980,7 +1085,7 @@ class Writer(threading.Thread):
             return
         try:
             self.notify(lambda: mark(fids, marker, comment))
-        except Exception:  # noqa: BLE001 - the loop is gone
+        except Exception:  # noqa: BLE001, S110 - the loop is gone
             pass
 
     # ------------------------------------------------------------------ shutdown
@@ -999,6 +1104,7 @@ class Writer(threading.Thread):
                 if not st.matched:
                     self._match(st)
                 ex = st.ex
+                self._parse(st)
                 if st.decoder is not None and not st.lost:
                     self._feed(st, st.decoder.flush(), time.time(), final=True)
                 if st.copy is not None:
@@ -1022,6 +1128,10 @@ class Writer(threading.Thread):
             try:
                 self.open_indexes.clear()
                 self._derive(final=True)
+                # Derived rows count towards the size cap too: prune again if they pushed it over.
+                self._check_caps()
+                if self.dirty_sessions:
+                    self._derive(final=True)
             except Exception as err:  # noqa: BLE001
                 self._internal_error("derive", err)
         if self.drops["chunks"]:

@@ -1,0 +1,320 @@
+"""What recording costs the user's stream: the same SSE workload three ways.
+
+    python bench/proxy_overhead.py [--reps 9] [--paced 200] [--burst 5000]
+
+Configurations (all on 127.0.0.1, mitmdump in reverse mode):
+
+* ``direct``: the client talks to the backend;
+* ``mitmdump``: plain mitmdump with ``--set stream_large_bodies=1`` and no
+  addon (plain mitmdump buffers SSE, which is no fair baseline);
+* ``addon``: mitmdump with ``chatkit_trace/addon.py`` recording (profile
+  ``myproto``: the run is matched, redacted, every event stored, facts derived
+  after the stream).
+
+Workloads: ``paced``, 200 events 5 ms apart (chat-like), and ``burst``,
+5,000 events written back to back.  Every event carries the backend's send
+time, so the client measures per-event latency (arrival minus send), time
+to first event (TTFE, from sending the request) and total time.  Runs are
+interleaved (rep by rep: every configuration, every workload), and the
+table shows medians over the reps; the ratios compare ``addon`` with
+``mitmdump``.  Targets (issue 4): TTFE within 1.10x, burst total within
+1.25x.  After the runs the addon's trace is checked: every event of every
+run must be in it.
+
+The backend and the proxy run in their own processes (the client runs
+here), so nothing shares a GIL with the proxy except the addon's writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ADDON = REPO / "chatkit_trace" / "addon.py"
+CONFIGS = ("direct", "mitmdump", "addon")
+
+
+# -- the backend (run as a subprocess: ``--serve PORT``) ---------------------------------
+
+
+def serve(port: int) -> None:
+    from aiohttp import web
+
+    async def runs(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        run_id = body["runId"]
+        n = int(request.query["n"])
+        gap = float(request.query.get("gap", 0))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(n):
+            if i == 0:
+                ev = {"type": "started", "run": run_id, "t": time.time()}
+            elif i == n - 1:
+                ev = {"type": "done", "t": time.time()}
+            else:
+                ev = {"type": "text", "text": f"token {i} ", "t": time.time()}
+            await resp.write(f"id: e{i}\ndata: {json.dumps(ev)}\n\n".encode())
+            if gap:
+                await asyncio.sleep(gap)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/sessions/{sid}/runs", runs)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early ({proc.returncode}): {proc.args}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} not listening after {timeout}s")
+
+
+def start(argv: list[str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    out = log.open("wb")
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    wait_port(port, proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return int(proc.returncode)
+
+
+# -- the client ------------------------------------------------------------------------------
+
+
+def cpu_ms(pid: int | None) -> float:
+    """CPU time (user + system, all threads) of a process so far, in ms (Linux)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+async def one_run(session, url: str, run_id: str, n: int, gap: float) -> dict[str, float]:
+    t0 = time.time()
+    first = None
+    lat: list[float] = []
+    buf = b""
+    async with session.post(f"{url}/sessions/{run_id}/runs?n={n}&gap={gap}", json={"runId": run_id, "text": "go"}) as r:
+        async for chunk in r.content.iter_any():
+            now = time.time()
+            buf += chunk
+            *events, buf = buf.split(b"\n\n")
+            for ev in events:
+                i = ev.find(b'"t": ')
+                if i < 0:
+                    continue
+                sent = float(ev[i + 5 : ev.index(b"}", i)])
+                lat.append((now - sent) * 1000.0)
+                if first is None:
+                    first = (now - t0) * 1000.0
+    end = time.time()
+    total = (end - t0) * 1000.0
+    assert len(lat) == n, f"{run_id}: {len(lat)} events of {n}"
+    lat.sort()
+    return {
+        "ttfe": first or 0.0,
+        "p50": lat[len(lat) // 2],
+        "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+        "total": total,
+        "end": end,
+    }
+
+
+async def wait_derived(db: Path, run_id: str, since: float, timeout: float = 60.0) -> float:
+    """Wait until the recorder has derived ``run_id``'s facts; the lag after the stream ended (ms)."""
+    import sqlite3
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+            try:
+                row = conn.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            finally:
+                conn.close()
+            if row and row[0] == "completed":
+                return (time.time() - since) * 1000.0
+        except sqlite3.Error:
+            pass
+        await asyncio.sleep(0.01)
+    raise RuntimeError(f"{run_id}: facts not derived after {timeout}s")
+
+
+async def bench(
+    urls: dict[str, str],
+    reps: int,
+    workloads: dict[str, tuple[int, float]],
+    db: Path | None,
+    pids: dict[str, int | None],
+) -> dict[tuple[str, str], list[dict[str, float]]]:
+    import aiohttp
+
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as session:
+        # warm-up: one run per configuration and workload
+        for cfg, url in urls.items():
+            for wl, (n, gap) in workloads.items():
+                await one_run(session, url, f"warm-{cfg}-{wl}", n, gap)
+        for rep in range(reps):
+            order = list(urls.items())
+            if rep % 2:
+                order.reverse()  # interleave: no configuration always runs right after another
+            for cfg, url in order:
+                for wl, (n, gap) in workloads.items():
+                    run_id = f"{cfg}-{wl}-{rep}"
+                    c0 = cpu_ms(pids[cfg])
+                    res = await one_run(session, url, run_id, n, gap)
+                    res["cpu"] = cpu_ms(pids[cfg]) - c0
+                    if cfg == "addon" and db is not None:
+                        # Facts are derived after the stream (as between chat turns): wait for
+                        # them, so derivation neither slows nor flatters the next run.
+                        res["derived"] = await wait_derived(db, run_id, res["end"])
+                        res["cpu_all"] = cpu_ms(pids[cfg]) - c0
+                    results.setdefault((cfg, wl), []).append(res)
+                    await asyncio.sleep(0.1)
+            print(f"rep {rep + 1}/{reps} done", file=sys.stderr)
+    return results
+
+
+def table(results: dict[tuple[str, str], list[dict[str, float]]], workloads: dict[str, tuple[int, float]]) -> str:
+    metrics = ("ttfe", "p50", "p99", "total", "cpu")
+    med = {k: {m: statistics.median(r[m] for r in v) for m in metrics} for k, v in results.items()}
+    lines = []
+    for wl, (n, gap) in workloads.items():
+        what = f"{n} events {gap * 1000:g} ms apart" if gap else f"{n} events back to back"
+        lines.append(f"\n{wl}: {what} (medians of {len(next(iter(results.values())))} runs, ms)\n")
+        lines.append("| config | TTFE | p50 | p99 | total | proxy CPU |")
+        lines.append("|---|---|---|---|---|---|")
+        for cfg in CONFIGS:
+            if (cfg, wl) in med:
+                m = med[(cfg, wl)]
+                cpu = f"{m['cpu']:.0f}" if cfg != "direct" else "-"
+                lines.append(f"| {cfg} | {m['ttfe']:.2f} | {m['p50']:.2f} | {m['p99']:.2f} | {m['total']:.1f} | {cpu} |")
+        if ("addon", wl) in med and ("mitmdump", wl) in med:
+            a, b = med[("addon", wl)], med[("mitmdump", wl)]
+            lines.append(
+                "| addon/mitmdump | "
+                + " | ".join(f"{a[m] / b[m]:.2f}x" if b[m] else "-" for m in metrics)
+                + " |"
+            )
+        derived = [r["derived"] for r in results.get(("addon", wl), []) if "derived" in r]
+        if derived:
+            cpu_all = statistics.median(r["cpu_all"] for r in results[("addon", wl)])
+            lines.append(f"\naddon: facts derived {statistics.median(derived):.0f} ms (median) after the stream ended; "
+                         f"proxy CPU including parsing and deriving after the stream: {cpu_all:.0f} ms")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=9, help="interleaved runs per configuration and workload (default 9)")
+    ap.add_argument("--paced", type=int, default=200, help="events of the paced workload (5 ms apart)")
+    ap.add_argument("--burst", type=int, default=5000, help="events of the burst workload (back to back)")
+    ap.add_argument("--mitmdump", default=str(Path(sys.executable).parent / "mitmdump"), help="the mitmdump to run")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--addon", default=str(ADDON), help=argparse.SUPPRESS)  # experiments: another script
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (trace and logs)")
+    ap.add_argument("--set", dest="sets", action="append", default=[], metavar="OPTION=VALUE",
+                    help="an extra option for the recording mitmdump (e.g. chatkit_derive=off)")
+    args = ap.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return 0
+    workloads = {"paced": (args.paced, 0.005), "burst": (args.burst, 0.0)}
+    work = Path(tempfile.mkdtemp(prefix="chatkit-bench-"))
+    db = work / "bench.db"
+    up, p_plain, p_addon = free_port(), free_port(), free_port()
+    procs = []
+    try:
+        procs.append(start([sys.executable, __file__, "--serve", str(up)], up, work / "backend.log"))
+        common = [args.mitmdump, "-q", "--listen-host", "127.0.0.1", "--mode", f"reverse:http://127.0.0.1:{up}"]
+        procs.append(start([*common, "-p", str(p_plain), "--set", "stream_large_bodies=1"], p_plain, work / "mitmdump.log"))
+        addon = start(
+            [*common, "-p", str(p_addon), "-s", args.addon, "--set", f"chatkit_db={db}", "--set", "chatkit_profile=myproto",
+             *(x for kv in args.sets for x in ("--set", kv))],
+            p_addon,
+            work / "addon.log",
+        )
+        procs.append(addon)
+        time.sleep(1.0)  # the script loads after the port opens
+        urls = {
+            "direct": f"http://127.0.0.1:{up}",
+            "mitmdump": f"http://127.0.0.1:{p_plain}",
+            "addon": f"http://127.0.0.1:{p_addon}",
+        }
+        t0 = time.time()
+        pids = {"direct": None, "mitmdump": procs[1].pid, "addon": addon.pid}
+        results = asyncio.run(bench(urls, args.reps, workloads, db if args.addon == str(ADDON) else None, pids))
+        elapsed = time.time() - t0
+        rc = stop(addon)
+        procs.remove(addon)
+        if args.addon != str(ADDON):  # an experiment: no trace to check
+            print(table(results, workloads))
+            return 0
+        from chatkit_trace.store import TraceStore
+
+        store = TraceStore(db, readonly=True)
+        runs = [e for e in store.exchanges() if e.capability == "run"]
+        want = (args.reps + 1) * (args.paced + args.burst)
+        got = store.frame_count()
+        drops = store.get_meta("capture_stats", {}).get("queue_dropped", {})
+        import mitmproxy.version
+
+        print(f"chatkit-trace proxy overhead: mitmproxy {mitmproxy.version.VERSION}, Python {sys.version.split()[0]}, "
+              f"{os.cpu_count()} CPUs, {elapsed:.0f} s")
+        print(table(results, workloads))
+        print(f"\ntrace: {len(runs)} runs, {got} of {want} events recorded, queue drops {drops}, "
+              f"{len(store.capture_errors())} capture errors, addon exit code {rc}")
+        if args.keep:
+            print(f"work directory: {work}")
+        return 0 if got == want else 1
+    finally:
+        for p in procs:
+            stop(p)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
