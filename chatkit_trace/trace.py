@@ -61,7 +61,7 @@ class Exchange:
     session_id: str | None = None
     run_id: str | None = None
     #: Where the run id came from: ``path``, ``query``, ``header``, ``body``,
-    #: ``response``, ``wire`` (the events) or ``derived`` (from the exchange).
+    #: ``response``, ``events`` (the stream's own events) or ``derived`` (from the exchange).
     run_id_source: str | None = None
     #: A resume's cursor (the event id it resumes after).
     cursor: str | None = None
