@@ -604,7 +604,10 @@ class DemoBackend:
                     "text": "anything else",
                 },
                 "bugs": {k: {"codes": v[0], "does": v[1]} for k, v in BUGS.items()},
-                "options": BEHAVIOURS,
+                "options": {
+                    **BEHAVIOURS,
+                    "scenario": "every run of the session plays this scenario",
+                },
             }
         )
 
@@ -764,12 +767,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "demo-backend",
         help="serve the demo backend (chatkit's example protocol, with switchable bugs) until Ctrl-C",
         description="Serve the demo chat backend that `chatkit-trace demo` records: the seed's example protocol "
-        "(profile myproto) with resume, history, stop and a session subscription. Bugs are switched on per "
-        "session by naming them in the session id, split on '+': "
+        "(profile myproto) with resume, history, stop and a session subscription. The user's text picks the "
+        "scenario: 'fail', 'slow' (until stopped), 'long' or 'story' (a tool call to cut and resume around), "
+        "'tool', else a text answer. Bugs are switched on per "
+        "session by naming them in the session id, split on '+' (e.g. late-chunk, resume-skip+cut=6+lag=3): "
         + ", ".join(f"{k} ({v[0]})" for k, v in BUGS.items())
         + "; behaviours: "
         + ", ".join(f"{k}=N ({v})" for k, v in BEHAVIOURS.items())
-        + ".",
+        + ", scenario=KIND (every run plays KIND). GET / lists it all as JSON.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
