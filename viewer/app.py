@@ -43,17 +43,46 @@ class Source:
     capabilities: frozenset[str] | None
     profile: str | None
     kind: str = "db"
+    #: the --profile to pass when the trace is opened again (the user's, or the recorded one)
+    open_profile: str | None = None
 
 
 def open_source(path: str | Path, profile: str | None = None) -> Source:
-    """Open ``path`` like every command does (clear errors for bad files), resolve the adapter."""
-    from chatkit_trace.loading import open_trace
+    """Open ``path`` like every command does (clear errors for bad files), resolve the adapter.
 
-    loaded = open_trace(path, profile=profile)
+    A recording made by ``chatkit-trace record`` names its profile in
+    ``meta.recordings`` rather than ``meta.protocol``: that one is used when
+    no ``--profile`` is given.
+    """
+    from chatkit_trace.loading import TraceInputError, open_trace
+
     try:
-        return Source(str(loaded.store.path), str(path), loaded.adapter, loaded.capabilities, loaded.profile, loaded.kind)
+        loaded = open_trace(path, profile=profile)
+    except TraceInputError:
+        recorded = None if profile is not None else _recorded_profile(path)
+        if recorded is None:
+            raise
+        loaded = open_trace(path, profile=recorded)
+        profile = recorded
+    try:
+        return Source(str(loaded.store.path), str(path), loaded.adapter, loaded.capabilities, loaded.profile, loaded.kind, profile)
     finally:
         loaded.close()
+
+
+def _recorded_profile(path: str | Path) -> str | None:
+    try:
+        data = TraceData(path)
+        try:
+            recordings = data.meta().get("recordings")
+        finally:
+            data.close()
+    except Exception:  # noqa: BLE001 - not a trace we can read: open_trace said why
+        return None
+    if isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict):
+        rec = recordings[-1]
+        return rec.get("profile") or rec.get("protocol")
+    return None
 
 
 class ViewerApp(App[None]):
@@ -78,6 +107,7 @@ class ViewerApp(App[None]):
         poll: float = 1.0,
         theme: str | None = None,
         side_dir: str | Path | None = None,
+        export_dir: str | Path | None = None,
     ) -> None:
         super().__init__()
         self.source = source if isinstance(source, Source) else open_source(source, profile)
@@ -85,19 +115,22 @@ class ViewerApp(App[None]):
         self.adapter = self.source.adapter
         self.capabilities = self.source.capabilities
         self.profile = self.source.profile
-        self.user_profile = profile
+        self.user_profile = profile if profile is not None else self.source.open_profile
         self.start_session = session
         self.start_run = run
         self.analyse_mode = analyse
         self.poll_interval = poll
         self.side_dir = side_dir
+        self.export_dir = export_dir  # where the export key writes fixtures (default: the current directory)
         self.initial_theme = theme
         self.analysed = False
+        self.findings_known = False
         self.analysing: tuple[str, float | None] | None = None
         self.analysis_error: str | None = None
         self.live = False
         self._data_version: int | None = None
         self._quiet_polls = 0
+        self._reanalyse_timer: Any = None
         self.counts = {"frames": 0, "exchanges": 0}
 
     @property
@@ -113,6 +146,8 @@ class ViewerApp(App[None]):
             self.theme = self.initial_theme
         self.counts = self.data.counts()
         self.analysed = self.data.has_derived()
+        self.findings_known = self.data.has_findings()
+        self.live = self.data.recording_pid() is not None
         self.push_screen(RunsScreen())
         self.start_analysis()
         if self.start_session or self.start_run:
@@ -156,7 +191,8 @@ class ViewerApp(App[None]):
         frames = self.counts["frames"]
         if mode == "auto":
             has_findings = self.data.has_findings()
-            if self.analysed and (has_findings or frames > 20_000):
+            stale = self.live and frames <= AUTO_LIMIT  # the recorder derives runs, never findings
+            if self.analysed and (has_findings or frames > 20_000) and not stale:
                 return
             if frames > AUTO_LIMIT:
                 self.notify(
@@ -199,7 +235,7 @@ class ViewerApp(App[None]):
             ).fetchone()
         except Exception:  # noqa: BLE001
             return True
-        return row is not None or self.live
+        return row is not None or self.live or self.data.recording_pid() is not None
 
     def on_analysis_progress(self, message: AnalysisProgress) -> None:
         self.analysing = (message.what, message.fraction)
@@ -207,6 +243,10 @@ class ViewerApp(App[None]):
 
     def on_analysis_done(self, message: AnalysisDone) -> None:
         self.analysing = None
+        try:
+            self._data_version = self.data.data_version()
+        except Exception:  # noqa: BLE001
+            pass
         if message.error:
             self.analysis_error = message.error
             self.notify(f"analysis failed: {message.error}", severity="error", timeout=10)
@@ -216,6 +256,7 @@ class ViewerApp(App[None]):
             else:
                 self.data.invalidate()
             self.analysed = True
+            self.findings_known = True
             self.reload_screens()
         self.refresh_titles()
 
@@ -225,6 +266,9 @@ class ViewerApp(App[None]):
         try:
             version = self.data.data_version()
         except Exception:  # noqa: BLE001 - the file went away: keep what is on screen
+            return
+        if self.analysing is not None:
+            self._data_version = version  # our own analysis may be writing derived tables back: not the recorder
             return
         if self._data_version is not None and version != self._data_version:
             self._data_version = version
@@ -238,12 +282,29 @@ class ViewerApp(App[None]):
             self._data_version = version
             if self.live:
                 self._quiet_polls += 1
-                if self._quiet_polls * self.poll_interval > 10:
+                if self._quiet_polls * self.poll_interval > 10 and self.data.recording_pid() is None:
                     self.live = False
                     self.refresh_titles()
 
     def on_trace_changed(self, message: TraceChanged) -> None:
+        """New frames: show them now; findings (which the recorder does not derive) follow by a
+        new analysis into a side database, debounced; a trace too big for that is shown with the
+        tables the recorder keeps up to date itself."""
+        if self.counts["frames"] <= AUTO_LIMIT and self.analyse_mode != "never":
+            if self._reanalyse_timer is not None:
+                self._reanalyse_timer.stop()
+            self._reanalyse_timer = self.set_timer(1.5, self._reanalyse)
+        elif self.data.derived_path != self.data.path:
+            self.data.set_derived(None)
+            self.findings_known = self.data.has_findings()
         self.reload_screens()
+
+    def _reanalyse(self) -> None:
+        self._reanalyse_timer = None
+        if self.analysing is not None:
+            self._reanalyse_timer = self.set_timer(1.0, self._reanalyse)
+            return
+        self.start_analysis(force=True)
 
     def reload_screens(self) -> None:
         from .run_screen import RunScreen
@@ -267,6 +328,16 @@ class ViewerApp(App[None]):
             f"{len(runs)} run(s)",
             f"{self.counts['frames']} frames",
         ]
+        if self.findings_known:
+            counts = self.data.finding_counts()
+            if counts:
+                tones = (("error", "$text-error"), ("warning", "$text-warning"), ("info", "$text-accent"))
+                shown = " ".join(f"[{tone}]{counts[s]} {s}{'s' if counts[s] > 1 else ''}[/]" for s, tone in tones if counts.get(s))
+                parts.append(f"findings: {shown}")
+            else:
+                parts.append("[$text-success]no findings[/]")
+        elif self.analysed and self.analysing is None:
+            parts.append("[$text-muted]findings not computed (a: analyse)[/]")
         if self.analysing is not None:
             what, frac = self.analysing
             if frac is None:

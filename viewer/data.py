@@ -408,6 +408,24 @@ class TraceData:
             out[k] = _loads(v, v)
         return out
 
+    def recording_pid(self) -> int | None:
+        """The pid of a ``chatkit-trace record`` still writing this trace (same host), or None."""
+        recordings = self.meta().get("recordings")
+        if not isinstance(recordings, list) or not recordings or not isinstance(recordings[-1], dict):
+            return None
+        pid = recordings[-1].get("pid")
+        if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return pid
+        except OSError:
+            return None
+        return pid
+
     def counts(self) -> dict[str, int]:
         c = self.conn()
         frames = c.execute("SELECT MAX(rowid) FROM frames").fetchone()[0] or 0
@@ -422,6 +440,12 @@ class TraceData:
             )
         except sqlite3.Error:
             return False
+
+    def finding_counts(self) -> dict[str, int]:
+        try:
+            return dict(self.dconn().execute("SELECT severity, COUNT(*) FROM findings GROUP BY severity").fetchall())
+        except sqlite3.Error:
+            return {}
 
     def has_findings(self) -> bool:
         try:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Markdown, Static
+from textual.widgets import Footer, Static
 
 from .data import FindingInfo, RunInfo
 from .diff import Comparison, comparisons, describe, side_by_side
@@ -25,7 +27,7 @@ class DiffScreen(Screen[None]):
     """Live vs history for one run, side by side, differences highlighted."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "dismiss", "back"),
+        Binding("escape", "dismiss", "back"),
         Binding("n", "cycle(1)", "next history read"),
         Binding("p", "cycle(-1)", "previous read", show=False),
     ]
@@ -92,118 +94,166 @@ class DiffScreen(Screen[None]):
         self.app.pop_screen()
 
 
-HELP = """\
-# chatkit-trace view
+#: (section, [(keys, what)]) for the help screen.
+HELP: list[tuple[str, list[tuple[str, str]]]] = [
+    ("Runs (the first screen)", [
+        ("↑ ↓  j k  PgUp PgDn  Home End", "move"),
+        ("Enter, double-click", "open the run"),
+        ("/", "search ids, findings, frame text; status:failed code:CK101"),
+        ("s", "cycle the status filter: problems, failed, outcome unknown, …"),
+        ("c", "cycle the finding-code filter (codes present in the trace)"),
+        ("o", "sort: time order / problems first"),
+        ("a", "analyse the trace now (derive facts, runs, findings)"),
+        ("Tab", "next pane; Enter on a finding opens it at its decisive frame"),
+    ]),
+    ("A run", [
+        ("↑ ↓  j k  PgUp PgDn  Home End", "move along the timeline; the snapshot follows the cursor"),
+        ("]  [", "next / previous problem row (rejected, undecodable, lost)"),
+        ("n  N", "next / previous finding: jump to its decisive frame"),
+        ("Space", "play / pause at the recorded pace"),
+        ("+  -", "faster / slower: 1×, 2×, 5×, 10×, 50×, max"),
+        ("x", "raw bytes of the selected frame"),
+        ("d", "live vs history, side by side, differences highlighted"),
+        ("e", "export the run as a conformance fixture"),
+        ("F", "follow new frames (live tail; on at the last row of a live trace)"),
+        ("f  t  Tab", "focus findings / timeline / next pane"),
+        ("Esc", "back to the runs"),
+    ]),
+    ("Everywhere", [
+        ("?  F1", "this help"),
+        ("Ctrl+T", "light / dark theme"),
+        ("Ctrl+P", "command palette (themes, keys)"),
+        ("q", "quit"),
+    ]),
+]
 
-Find the broken run, then see the frame where it went wrong.
+LEGEND = (
+    "[b]outcome unknown[/b]  the stream ended or broke without a conclusion and nothing settled the run (R3.4)\n"
+    "[b]▶[/b] a request (send, stop, history read)   [b]■[/b] the end of a response stream   [b $text-error]![/] something wrong\n"
+    "[$text-success]✓[/] accepted   [$text-error]✗ reason[/] rejected by the Core (e.g. terminal-sealed)   "
+    "[$text-error]lost[/] decoded after the reader stopped: the UI never saw it"
+)
 
-## Runs (first screen)
 
-| key | what |
-|---|---|
-| `↑ ↓` `j k` `PgUp PgDn` `Home End` | move |
-| `Enter` / double-click | open the run |
-| `/` | search: ids, finding text, frame text; `status:failed`, `code:CK101` |
-| `s` | cycle the status filter (problems, failed, outcome unknown, …) |
-| `c` | cycle the finding-code filter |
-| `o` | sort: time order / problems first |
-| `a` | analyse the trace now (derive facts, runs, findings) |
-| `Tab` | next pane (runs, findings); `Enter` on a finding opens its frame |
-
-## A run
-
-| key | what |
-|---|---|
-| `↑ ↓` `j k` `PgUp PgDn` `Home End` | move along the timeline; the snapshot follows |
-| `]` `[` | next / previous problem row (rejected, undecodable, lost) |
-| `n` `N` | next / previous finding: jump to its decisive frame |
-| `Space` | play / pause at the recorded pace |
-| `+` `-` | faster / slower (1×, 2×, 5×, 10×, 50×, max) |
-| `x` | raw bytes of the selected frame |
-| `d` | live vs history, side by side |
-| `e` | export the run as a fixture |
-| `F` | follow new frames (live tail) |
-| `f` `t` `Tab` | focus findings / timeline / next pane |
-| `Esc` | back to the runs |
-
-## Everywhere
-
-| key | what |
-|---|---|
-| `?` `F1` | this help |
-| `Ctrl+T` | light / dark theme |
-| `Ctrl+P` | command palette (themes, keys) |
-| `q` | quit |
-
-**Status** `outcome unknown`: the stream ended (or broke) without a conclusion
-and nothing settled the run (R3.4). **Rows**: `▶` a request (send, stop, history
-read), `■` the end of a response stream, `!` something wrong. A fact's result is
-`✓` accepted or `✗ reason` (e.g. `terminal-sealed`); `lost` means the reader had
-already stopped, so the UI never saw it.
-"""
+def help_content() -> Content:
+    lines = [Content.from_markup("[b $text-primary]chatkit-trace view[/]  [$text-muted]find the broken run, then the frame where it went wrong[/]"), Content("")]
+    for title, rows in HELP:
+        lines.append(Content.styled(title, "bold"))
+        for keys, what in rows:
+            lines.append(Content.assemble("  ", (f"{keys:<30}", "bold $text-accent"), " ", what))
+        lines.append(Content(""))
+    lines.append(Content.from_markup(LEGEND))
+    return Content("\n").join(lines)
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark,f1", "close", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,f1", "close", "close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
-            yield Markdown(HELP, id="help-text")
+        with VerticalScroll(id="help-box"):
+            yield Static(help_content(), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
 class ExportScreen(ModalScreen[None]):
-    """What exporting the run as a fixture will do (the fixture format is not there yet)."""
+    """Export the run as a conformance fixture: say what will be written, write it on Enter.
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "close", "close")]
+    Uses :func:`chatkit_trace.fixtures.export_fixture` (what ``chatkit-trace
+    export`` runs); when this installation has no fixture support, the
+    screen only says what the key will do.
+    """
 
-    def __init__(self, run: RunInfo, rows: int, findings: list[FindingInfo]) -> None:
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "close"),
+        Binding("enter", "write", "write the fixture"),
+    ]
+
+    def __init__(self, run: RunInfo, rows: int, findings: list[FindingInfo], folder: str | Path | None = None) -> None:
         super().__init__(id="export-screen")
         self.run = run
         self.rows = rows
         self.findings = findings
+        self.folder = Path(folder) if folder is not None else Path.cwd()
+        self.exporter = _exporter()
+        self.written: Path | None = None
+
+    def target(self) -> Path:
+        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        name = f"{Path(viewer.source_path).stem}-{self.run.session_id}-{self.run.run_id}"
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        path = self.folder / f"{name}.chatkit.json"
+        n = 2
+        while path.exists():
+            path = self.folder / f"{name}-{n}.chatkit.json"
+            n += 1
+        return path
 
     def compose(self) -> ComposeResult:
         viewer: ViewerApp = self.app  # type: ignore[assignment]
-        from pathlib import Path
-
-        name = Path(viewer.source_path).stem
-        target = f"{name}-{self.run.session_id}-{self.run.run_id}.chatkit.json".replace("/", "_").replace(":", "_")
+        target = self.target()
         codes = ", ".join(sorted({f.code for f in self.findings})) or "none"
-        exporter = _exporter()
-        if exporter is None:
+        what = (
+            f"· session {esc(self.run.session_id)}, run {esc(self.run.run_id)}: its exchanges as recorded "
+            f"({self.rows} timeline rows: requests, frames with relative timing and event ids, stream ends, history reads),\n"
+            f"· the protocol ({esc(viewer.profile or viewer.data.meta().get('protocol') or '?')}) and the Core capabilities,\n"
+            "· the expected outcome: facts with their admission results, the final snapshot,\n"
+            f"· the findings it shows today ({esc(codes)}),\n\n"
+            "a versioned JSON file that replays as a pytest regression test (the pytest plugin collects *.chatkit.json), "
+            "so the bug stays found. Secrets are redacted again; hosts, ports and times are normalised."
+        )
+        if self.exporter is None:
             text = (
                 f"[b]Export run {esc(self.run.run_id)} as a fixture[/b]\n\n"
-                "[$text-warning]Fixture export is not available in this version yet.[/]\n\n"
-                "When it is, this key will write:\n\n"
-                f"  [b]{esc(target)}[/b]\n\n"
-                f"· the run's exchanges and all {self.rows} timeline rows (requests, frames, stream ends) as recorded,\n"
-                f"· the protocol ({esc(viewer.profile or '?')}) and the Core capabilities,\n"
-                "· the expected facts, admission results and final snapshot,\n"
-                f"· the findings it shows today ({esc(codes)}),\n\n"
-                "a versioned JSON file that replays as a pytest regression test, so the bug stays found.\n"
-                "Same as [b]chatkit-trace export TRACE --session S --run R[/b] (coming with the fixtures).\n\n"
-                "[$text-muted]Esc or Enter to close[/]"
+                "[$text-warning]Fixture export is not available in this installation yet.[/]\n\n"
+                f"When it is, this key writes [b]{esc(target)}[/b] with\n{what}\n\n"
+                "Same as [b]chatkit-trace export TRACE --session S --run R -o FILE[/b].\n\n"
+                "[$text-muted]Esc to close[/]"
             )
         else:
-            try:
-                out = exporter(viewer.source_path, self.run.session_id, self.run.run_id, target)
-                text = f"[$text-success]exported[/] run {esc(self.run.run_id)} to [b]{esc(out)}[/b]\n\n[$text-muted]Esc to close[/]"
-            except Exception as err:  # noqa: BLE001 - shown to the user
-                text = f"[$text-error]export failed: {esc(err)}[/]\n\n[$text-muted]Esc to close[/]"
+            text = (
+                f"[b]Export run {esc(self.run.run_id)} as a fixture[/b]\n\n"
+                f"Writes [b]{esc(target)}[/b] with\n{what}\n\n"
+                f"Same as [b]chatkit-trace export {esc(viewer.source_path)} --session {esc(self.run.session_id)} "
+                f"--run {esc(self.run.run_id)} -o {esc(target.name)}[/b]\n\n"
+                "[b]Enter[/b] write it   [b]Esc[/b] cancel"
+            )
         with Vertical(id="export-box"):
             yield Static(Content.from_markup(text), id="export-text")
+
+    def action_write(self) -> None:
+        if self.exporter is None or self.written is not None:
+            self.dismiss(None)
+            return
+        self.query_one("#export-text", Static).update(Content.from_markup("[$text-muted]exporting…[/]"))
+        self._export(self.target())
+
+    @work(thread=True, exclusive=True)
+    def _export(self, target: Path) -> None:
+        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        try:
+            from chatkit_trace.fixtures import dumps_fixture
+
+            result = self.exporter(viewer.source.path, self.run.session_id, [self.run.run_id], profile=viewer.user_profile)  # type: ignore[misc]
+            target.write_text(dumps_fixture(result.fixture), "utf-8")
+            warn = "".join(f"\n[$text-warning]warning: {esc(w)}[/]" for w in result.warnings)
+            text = f"[$text-success]exported[/] run {esc(self.run.run_id)} to [b]{esc(target)}[/b]{warn}\n\n[$text-muted]Enter or Esc to close[/]"
+            self.written = target
+        except Exception as err:  # noqa: BLE001 - shown to the user
+            text = f"[$text-error]export failed: {esc(err)}[/]\n\n[$text-muted]Esc to close[/]"
+            self.written = Path()
+        self.app.call_from_thread(self.query_one("#export-text", Static).update, Content.from_markup(text))
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
 def _exporter():  # type: ignore[no-untyped-def]
-    """The fixture exporter, once ``chatkit_trace.fixtures`` provides ``export_run``."""
+    """``chatkit_trace.fixtures.export_fixture``, when this installation has it."""
     try:
         from chatkit_trace import fixtures
-    except ImportError:
+
+        return getattr(fixtures, "export_fixture", None) if hasattr(fixtures, "dumps_fixture") else None
+    except Exception:  # noqa: BLE001 - fixture support missing or broken: say what the key will do
         return None
-    return getattr(fixtures, "export_run", None)

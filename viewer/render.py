@@ -38,6 +38,8 @@ __all__ = [
     "frame_cells",
     "facts_cells",
     "snapshot_content",
+    "snapshot_header",
+    "messages_content",
     "hexdump",
     "short_json",
     "esc",
@@ -79,14 +81,30 @@ def short_json(value: Any, limit: int = 80) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+#: Keys that say which envelope a frame is rather than what it carries: shown last.
+BOILERPLATE = ("id", "object", "created", "model", "system_fingerprint", "service_tier", "jsonrpc")
+
+
+def _tidy(value: Any, depth: int = 0) -> Any:
+    """Null fields dropped, envelope keys last: what a frame carries comes first."""
+    if isinstance(value, dict):
+        items = [(k, _tidy(v, depth + 1)) for k, v in value.items() if v is not None and not (k == "index" and v == 0)]
+        if depth == 0:
+            items.sort(key=lambda kv: kv[0] in BOILERPLATE)
+        return dict(items)
+    if isinstance(value, list):
+        return [_tidy(v, depth + 1) for v in value]
+    return value
+
+
 def compact(text: str | None, limit: int = 300) -> str:
-    """One line of a frame's text: JSON minified, whitespace collapsed."""
+    """One line of a frame's text: JSON minified (nulls dropped, envelope keys last), whitespace collapsed."""
     if text is None:
         return ""
     s = text.strip()
     if s[:1] in "{[" and len(s) < 100_000:
         try:
-            s = json.dumps(json.loads(s), separators=(",", ":"), ensure_ascii=False)
+            s = json.dumps(_tidy(json.loads(s)), separators=(",", ":"), ensure_ascii=False)
         except ValueError:
             pass
     s = " ".join(s.split())
@@ -212,15 +230,16 @@ def run_line(view: RunView | None, run_id: str) -> str:
 
     status = display_status(view.status, view.connection)
     tone = TONE_VAR.get(STATUS_TONE.get(status, ""), "")
-    conn_tone = "$text-error" if view.connection == "disconnected" else "$text-muted"
+    conn = {"none": "no connection", "disconnected": "connection lost"}.get(view.connection, view.connection)
+    conn_tone = "$text-error" if view.connection == "disconnected" else ""
     parts = [
         f"[b]run {esc(view.id)}[/b]",
         f"[{tone} b]{esc(status)}[/]" if tone else f"[b]{esc(status)}[/b]",
         f"[$text-muted]phase[/] {esc(view.phase)}",
-        f"[$text-muted]connection[/] [{conn_tone}]{esc(view.connection)}[/]",
+        f"[{conn_tone}]{esc(conn)}[/]" if conn_tone else esc(conn),
         f"[$text-muted]{esc(view.origin)}[/]",
     ]
-    line = "  ".join(parts)
+    line = "  ".join(parts[:2]) + "  " + " · ".join(parts[2:])
     if view.error is not None:
         line += f"\n  [$text-error]error {esc(view.error.code)}: {esc(view.error.message)}[/]"
     if view.interrupt_reason:
@@ -281,7 +300,7 @@ def message_lines(m: RuntimeMessage, *, current: bool, show_ids: bool = True) ->
         head += f" [$text-muted]{esc(m.id)}[/]"
     lines = [head]
     for p in m.parts:
-        pid = f"[$text-muted]{esc(p.id)}[/] " if show_ids and len(m.parts) > 1 else ""
+        pid = f"[$text-muted]{esc(p.id)}[/] " if show_ids and len(m.parts) > 1 and not isinstance(p, ToolCallPart) else ""
         pl = part_lines(p)
         if pl:
             lines.append("  " + pid + pl[0].replace("\n", "\n  "))
@@ -293,9 +312,8 @@ def message_lines(m: RuntimeMessage, *, current: bool, show_ids: bool = True) ->
     return lines
 
 
-def snapshot_content(snap: Snapshot | None, run_id: str, *, context: int = 2, max_messages: int = 40) -> Content:
-    """The chat the UI would show: the run's status line, then its messages
-    (and a little context before them)."""
+def snapshot_header(snap: Snapshot | None, run_id: str) -> Content:
+    """The run's status line(s): status, phase, connection, origin, error, stop, other runs."""
     if snap is None:
         return Content.from_markup("[$text-muted]computing the snapshot…[/]")
     lines = [run_line(snap.run(run_id), run_id)]
@@ -306,10 +324,16 @@ def snapshot_content(snap: Snapshot | None, run_id: str, *, context: int = 2, ma
         shown = ", ".join(f"{esc(r.id)} {esc(display_status(r.status, r.connection))}" for r in others[-4:])
         more = f" (+{len(others) - 4})" if len(others) > 4 else ""
         lines.append(f"[$text-muted]other runs: {shown}{more}[/]")
-    session = snap.session_status
     hist = " · history loaded" if snap.history.loaded else ""
-    lines.append(f"[$text-muted]session {esc(snap.session_id)}: {esc(session)}{hist} · version {snap.version}[/]")
-    lines.append("")
+    lines.append(f"[$text-muted]session {esc(snap.session_id)}: {esc(snap.session_status)}{hist} · version {snap.version}[/]")
+    return Content.from_markup("\n".join(lines))
+
+
+def messages_content(snap: Snapshot | None, run_id: str, *, context: int = 2, max_messages: int = 40) -> Content:
+    """The chat the UI would show: the run's messages and a little context before them."""
+    if snap is None:
+        return Content("")
+    lines: list[str] = []
     messages = list(snap.messages)
     mine = [i for i, m in enumerate(messages) if m.run_id == run_id]
     if mine:
@@ -329,6 +353,13 @@ def snapshot_content(snap: Snapshot | None, run_id: str, *, context: int = 2, ma
     if hi < len(messages):
         lines.append(f"[$text-muted]… {len(messages) - hi} later message(s)[/]")
     return Content.from_markup("\n".join(lines).rstrip("\n"))
+
+
+def snapshot_content(snap: Snapshot | None, run_id: str) -> Content:
+    """Header and chat together (plain text for tests and the bench)."""
+    if snap is None:
+        return snapshot_header(snap, run_id)
+    return Content("\n").join([snapshot_header(snap, run_id), Content(""), messages_content(snap, run_id)])
 
 
 # --------------------------------------------------------------------------- bytes

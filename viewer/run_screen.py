@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
@@ -22,7 +23,9 @@ from .render import (
     fact_line,
     hexdump,
     pretty,
+    messages_content,
     snapshot_content,
+    snapshot_header,
     sse_block,
 )
 from .replay import Moment, SessionReplayer
@@ -125,6 +128,7 @@ class RunScreen(Screen[None]):
                 yield Panel(id="detail")
             with Vertical(id="run-right"):
                 yield Static("", id="snap-title", classes="subtitle")
+                yield Static("", id="snap-run")
                 yield Panel(id="snapshot")
         yield Footer()
 
@@ -203,7 +207,9 @@ class RunScreen(Screen[None]):
     # -- titles ------------------------------------------------------------------------
 
     def update_title(self) -> None:
-        if not self.is_mounted:
+        try:
+            title = self.query_one("#run-title", Static)
+        except NoMatches:  # not composed yet
             return
         r = self.run
         tl = self.timeline
@@ -229,7 +235,7 @@ class RunScreen(Screen[None]):
             parts.append("[$text-accent]following new frames[/]")
         if self.viewer.live:
             parts.append("[$text-warning b]● live[/]")
-        self.query_one("#run-title", Static).update(Content.from_markup("  ".join(parts)))
+        title.update(Content.from_markup("  ".join(parts)))
 
     # -- the cursor ---------------------------------------------------------------------
 
@@ -285,15 +291,20 @@ class RunScreen(Screen[None]):
         self.query_one("#snap-title", Static).update(
             Content.from_markup(f"snapshot after [b]{esc(row.ref)}[/b] [$text-muted]+{dt:.3f}s · what the UI showed[/]")
         )
-        self.query_one("#snapshot", Panel).show(snapshot_content(m.snapshot, self.run.run_id), scroll="end")
+        self.query_one("#snap-run", Static).update(snapshot_header(m.snapshot, self.run.run_id))
+        self.query_one("#snapshot", Panel).show(messages_content(m.snapshot, self.run.run_id), scroll="end")
         self.show_detail(row, m)
 
     @property
     def settled(self) -> bool:
         """The snapshot shown is the one at the cursor (for tests and playback)."""
-        if not self.is_mounted or self.timeline is None:
+        if self.timeline is None:
             return False
-        return self.pending_row is None and self.moment_row == self.query_one(TimelineView).cursor
+        try:
+            cursor = self.query_one(TimelineView).cursor
+        except NoMatches:
+            return False
+        return self.pending_row is None and self.moment_row == cursor
 
     # -- the detail panel ----------------------------------------------------------------------
 
@@ -309,8 +320,8 @@ class RunScreen(Screen[None]):
                 + (f"[$text-error]{ex.status}[/]" if ex.status is None or ex.status >= 400 else f"{ex.status}")
             )
             lines.append(
-                f"[$text-muted]capability[/] {esc(ex.capability)}  [$text-muted]session[/] {esc(ex.session_id)}"
-                f"  [$text-muted]run[/] {esc(ex.run_id)}" + (f"  [$text-muted]cursor[/] {esc(ex.cursor)}" if ex.cursor else "")
+                f"[$text-muted]capability[/] {esc(ex.capability)}  [$text-muted]session[/] {esc(ex.session_id or '-')}"
+                f"  [$text-muted]run[/] {esc(ex.run_id or '-')}" + (f"  [$text-muted]cursor[/] {esc(ex.cursor)}" if ex.cursor else "")
             )
             if m is not None and m.dispatch:
                 lines.append(f"[$text-muted]dispatch[/] {esc(m.dispatch)}" + (f", projected {m.projected} user message(s)" if m.projected else ""))
@@ -527,7 +538,7 @@ class RunScreen(Screen[None]):
     def action_export(self) -> None:
         from .dialogs import ExportScreen
 
-        self.app.push_screen(ExportScreen(self.run, len(self.timeline or []), self.findings))
+        self.app.push_screen(ExportScreen(self.run, len(self.timeline or []), self.findings, self.viewer.export_dir))
 
     def action_follow(self) -> None:
         self.follow = not self.follow
@@ -536,6 +547,9 @@ class RunScreen(Screen[None]):
             view.move_to(view.row_count() - 1)
         self.update_title()
 
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < 110, "-narrow")
+
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "replay")
         if self.replayer is not None:
@@ -543,9 +557,10 @@ class RunScreen(Screen[None]):
 
     def trace_changed(self) -> None:
         """The trace grew (live tail): reload rows, keep the cursor (or follow the end)."""
-        if not self.is_mounted:
+        try:
+            view = self.query_one(TimelineView)
+        except NoMatches:
             return
-        view = self.query_one(TimelineView)
         at_end = view.cursor >= view.row_count() - 1
         if at_end and self.viewer.live:
             self.follow = True

@@ -298,7 +298,7 @@ class RunsTable(VirtualList):
     """Sessions and runs, one line each."""
 
     columns = (
-        ("status", 15, "<"),
+        ("status", 17, "<"),
         ("session", 12, "<"),
         ("run", 18, "<"),
         ("connection", 12, "<"),
@@ -316,6 +316,13 @@ class RunsTable(VirtualList):
 
     def set_runs(self, runs: list[RunInfo], *, keep: tuple[str, str] | None = None) -> None:
         self.runs = runs
+        # the id columns fit the ids (within bounds)
+        sw = max([7] + [len(r.session_id) for r in runs[:5000]])
+        rw = max([3] + [len(r.run_id) for r in runs[:5000]])
+        cols = list(type(self).columns)
+        cols[1] = ("session", min(sw, 28), "<")
+        cols[2] = ("run", min(rw, 32), "<")
+        self.columns = tuple(cols)
         self.reload()
         if keep is not None:
             for i, r in enumerate(runs):
@@ -359,7 +366,7 @@ class TimelineView(VirtualList):
     columns = (
         ("frame", 9, "<"),
         ("time", 9, ">"),
-        ("facts → result", 30, "<"),
+        ("facts → result", 26, "<"),
         ("frame content", None, "<"),
     )
 

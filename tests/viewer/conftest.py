@@ -57,6 +57,36 @@ def long_trace(path: Path, frames: int, *, session: str = "s1", run: str = "r1",
     return path
 
 
+def combined_trace(path: Path, names: list[str], *, check: bool = False) -> Path:
+    """Several myproto corpus cases in one trace, each in its own session (named after the case)."""
+    with TraceStore(path, create=True) as store:
+        store.set_meta("protocol", "myproto")
+        store.set_meta("capabilities", CAPABILITIES)
+        n = 0
+        for k, name in enumerate(names):
+            _, exchanges, _ = load_case(CORPUS / f"{name}.json")
+            shift = 10.0 * k
+            first = n
+            for ex in exchanges:
+                ex.index = n
+                ex.session_id = name.lower()
+                ex.started_at += shift
+                if ex.ended_at is not None:
+                    ex.ended_at += shift
+                ex.frames = [
+                    Frame(n, f.index, f.transport, f.direction, f.text, f.raw, f.event, f.event_id, f.start, f.end, f.at + shift, f.error, f.data_offsets)
+                    for f in ex.frames
+                ]
+                store.add_exchange(ex)
+                n += 1
+            assert n > first
+    if check:
+        from chatkit_trace.checkcmd import run_check
+
+        run_check(str(path))
+    return path
+
+
 @pytest.fixture
 def traces(tmp_path: Path) -> Callable[..., Path]:
     def make(name: str, check: bool = False) -> Path:

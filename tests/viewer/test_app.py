@@ -120,7 +120,7 @@ async def test_spinner_never_stops_outcome_unknown(traces):
         view = screen.query_one(TimelineView)
         assert view.get_row(view.cursor).kind == "end"
         assert "outcome unknown" in screen.describe_moment()
-        assert "connection disconnected" in screen.describe_moment()
+        assert "connection lost" in screen.describe_moment()
         assert "no conclusion" in screen.query_one("#detail").body.render().plain
 
 
@@ -198,8 +198,8 @@ async def test_search_by_frame_text(traces):
         assert [r.run_id for r in table.runs] == ["r1"]
 
 
-async def test_raw_bytes_help_export_theme(traces):
-    app = ViewerApp(traces("CK101-direct", check=True), poll=0, session="s1", run="r1")
+async def test_raw_bytes_help_export_theme(traces, tmp_path):
+    app = ViewerApp(traces("CK101-direct", check=True), poll=0, session="s1", run="r1", export_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await ready(pilot)
@@ -214,8 +214,16 @@ async def test_raw_bytes_help_export_theme(traces):
         await pilot.press("escape")
         await pilot.press("e")
         assert isinstance(app.screen, ExportScreen)
-        text = app.screen.query_one("#export-text").render().plain
-        assert "not available" in text and "s1-r1.chatkit.json" in text
+        export = app.screen
+        text = export.query_one("#export-text").render().plain
+        assert "CK101-direct-s1-r1.chatkit.json" in text
+        if export.exporter is None:
+            assert "not available" in text
+        else:
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: export.written is not None, what="the export")
+            assert export.written == tmp_path / "CK101-direct-s1-r1.chatkit.json", export.query_one("#export-text").render().plain
+            assert json.loads(export.written.read_text())
         await pilot.press("escape")
         assert app.screen is screen
         dark = app.theme
