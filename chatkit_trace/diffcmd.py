@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from .analyze.identity import _comparisons, diff_messages
+    from .analyze.identity import _comparisons
     from .analyze import Context
     from .loading import open_trace
     from .pipeline import replay
@@ -50,11 +50,12 @@ def run(args: argparse.Namespace) -> int:
     ctx = Context(rep, {e.index: e for e in exchanges}, loaded.adapter)
     console = Console(file=sys.stdout)
     shown = 0
-    for sid, run_id, _rec, h, live, hist in _comparisons(ctx):
+    for c in _comparisons(ctx):
+        sid, run_id, h, live, hist = c.session_id, c.run_id, c.history, c.live, c.seen
         if (args.session and sid != args.session) or (args.run_id and run_id != args.run_id):
             continue
         shown += 1
-        diffs, renamed = diff_messages(live, hist)
+        diffs, renamed = c.diff()
         table = Table(title=f"session {sid}  run {run_id}: live when settled vs history read {h.exchange_index}", expand=True)
         table.add_column("live")
         table.add_column("history")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import (
@@ -55,11 +56,18 @@ def _short(value: Any, limit: int = 120) -> Any:
     return value
 
 
-def diff_messages(live: Sequence[RuntimeMessage], history: Sequence[RuntimeMessage]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+def diff_messages(
+    live: Sequence[RuntimeMessage],
+    history: Sequence[RuntimeMessage],
+    candidates: Sequence[RuntimeMessage] = (),
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """A structural diff: which message, which part, expected (live) vs seen (history).
 
     Returns the differences and the id pairs whose content is equal but ids
-    differ (CK202).  Messages pair by id first, then by equal content.
+    differ (CK202).  Messages pair by id first, then by equal content;
+    ``candidates`` are further history messages (e.g. of a run id history
+    renamed) that a live message may pair with by content, without being
+    reported as extra when nothing pairs with them.
     """
     diffs: list[dict[str, Any]] = []
     renamed: list[tuple[str, str]] = []
@@ -96,11 +104,17 @@ def diff_messages(live: Sequence[RuntimeMessage], history: Sequence[RuntimeMessa
                     }
                 )
     remaining = list(unpaired_hist)
+    spare = [c for c in candidates if c.id not in live_ids]
     for m in unpaired_live:
         key = _content_key(m)
         match = next((h for h in remaining if _content_key(h) == key), None)
         if match is not None:
             remaining.remove(match)
+        else:
+            match = next((h for h in spare if _content_key(h) == key), None)
+            if match is not None:
+                spare.remove(match)
+        if match is not None:
             renamed.append((m.id, match.id))
             diffs.append({"message": m.id, "what": "id", "live": m.id, "history": match.id, "role": m.role})
         else:
@@ -110,17 +124,35 @@ def diff_messages(live: Sequence[RuntimeMessage], history: Sequence[RuntimeMessa
     return diffs, renamed
 
 
-def _comparisons(ctx: Context) -> Iterator[tuple[str, str | None, Any, Any, list[RuntimeMessage], list[RuntimeMessage]]]:
-    """(session, run, run record, history read, live messages, history messages).
+@dataclass
+class Comparison:
+    """One live run (as it settled) against one later history read."""
 
-    Every run settled live is compared with every later history read of its
-    session.  When the history's messages carry run ids, a run's live
-    messages are compared with that run's history messages; otherwise the
-    live snapshot at the last settle before the read (settled runs only) is
-    compared with the whole history, once per read.
+    session_id: str
+    run_id: str | None
+    record: Any
+    history: Any
+    live: list[RuntimeMessage]
+    seen: list[RuntimeMessage]
+    #: History messages of runs the live trace does not know (a renamed run):
+    #: candidates for pairing by content (CK202), never reported as extra here.
+    candidates: list[RuntimeMessage]
+
+    def diff(self) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        return diff_messages(self.live, self.seen, self.candidates)
+
+
+def _comparisons(ctx: Context) -> Iterator[Comparison]:
+    """Every run settled live against every later history read of its session.
+
+    When the history's messages carry run ids, a run's live messages are
+    compared with that run's history messages; otherwise the live snapshot
+    at the last settle before the read (settled runs only) is compared with
+    the whole history, once per read.
     """
     for sid, s in ctx.replay.sessions.items():
         live_runs = [(rid, rec) for rid, rec in s.runs.items() if rec.settled is not None and rec.settled_by == "fact"]
+        known = set(s.runs)
         for h in s.history:
             if h.result is None:
                 continue
@@ -129,16 +161,17 @@ def _comparisons(ctx: Context) -> Iterator[tuple[str, str | None, Any, Any, list
                 continue
             hist = list(h.result.messages)
             if any(m.run_id for m in hist):
+                strangers = [m for m in hist if m.run_id not in known]
                 for run_id, rec in before:
                     live = [m for m in rec.settled.messages if m.run_id == run_id]
                     if live:
-                        yield sid, run_id, rec, h, live, [m for m in hist if m.run_id == run_id]
+                        yield Comparison(sid, run_id, rec, h, live, [m for m in hist if m.run_id == run_id], strangers)
             else:
                 run_id, rec = max(before, key=lambda item: item[1].settled_at or 0.0)
                 snap = rec.settled
                 done = {r.id for r in snap.runs if r.terminal}
                 live = [m for m in snap.messages if m.run_id is None or m.run_id in done]
-                yield sid, run_id, rec, h, live, hist
+                yield Comparison(sid, run_id, rec, h, live, hist, [])
 
 
 def _limitation_note(ctx: Context) -> str | None:
@@ -152,8 +185,9 @@ def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
     id, part id, part type or visible content differs.  Every message of the
     run is compared, the user's too; a protocol that cannot give the client
     the server's ids says so in the detail (``history_limitation``)."""
-    for sid, run_id, rec, h, live, hist in _comparisons(ctx):
-        diffs, _ = diff_messages(live, hist)
+    for c in _comparisons(ctx):
+        sid, run_id, h = c.session_id, c.run_id, c.history
+        diffs, _ = c.diff()
         if not diffs:
             continue
         detail: dict[str, Any] = {"history_exchange": h.exchange_index, "differences": diffs[:30]}
@@ -179,8 +213,9 @@ def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
 def same_content_different_ids(ctx: Context) -> Iterator[Finding]:
     """CK202 (R4.3): the same content carries different ids in two
     observations: live vs history, or two history reads."""
-    for sid, run_id, rec, h, live, hist in _comparisons(ctx):
-        _, renamed = diff_messages(live, hist)
+    for c in _comparisons(ctx):
+        sid, run_id, h = c.session_id, c.run_id, c.history
+        _, renamed = c.diff()
         if renamed:
             yield make_finding(
                 "CK202",
