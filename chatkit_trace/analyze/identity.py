@@ -152,7 +152,7 @@ def _comparisons(ctx: Context) -> Iterator[Comparison]:
     """
     for sid, s in ctx.replay.sessions.items():
         live_runs = [(rid, rec) for rid, rec in s.runs.items() if rec.settled is not None and rec.settled_by == "fact"]
-        known = set(s.runs)
+        known = {rid for rid, rec in s.runs.items() if rec.exchanges}  # runs the live traffic carried
         for h in s.history:
             if h.result is None:
                 continue
