@@ -235,8 +235,17 @@ class SessionDecoder:
         return list(protocol.project_input(input, EncodeContext(self.session_id, run_id, messages)) or ())
 
     def history(self, value: Any) -> HistoryResult:
-        """``decode_history`` (R8): raises what the protocol raises."""
-        return self.adapter.protocol.decode_history(value, self.session_id)
+        """``decode_history`` (R8): raises what the protocol raises.  Runs
+        history reports still running get the decode state the protocol
+        derives from it (``history_state``), unless a stream already holds
+        state for them."""
+        protocol = self.adapter.protocol
+        result = protocol.decode_history(value, self.session_id)
+        if protocol.implements("history_state"):
+            for run_id, state in (protocol.history_state(value, self.session_id) or {}).items():
+                if run_id not in self._state and run_id not in self.finished:
+                    self._state[run_id] = dict(state)
+        return result
 
 
 Capability = Callable[..., Any]

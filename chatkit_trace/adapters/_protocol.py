@@ -140,6 +140,12 @@ class AdapterProtocol:
         """A HistoryResult from the history capability's JSON (R8)."""
         raise NotImplementedError
 
+    def history_state(self, value: Any, session_id: str) -> dict[str, dict[str, Any]]:
+        """Decode state for runs history reports still running, keyed by run
+        id, so events resumed after history continue its partial answer (the
+        seed's example primes its ``answers`` map in decodeHistory)."""
+        return {}
+
     def replay_history(self, value: Any, session_id: str) -> Iterable[tuple[Any, RuntimeMessage]] | None:
         """History as live-shaped ``(event, message)`` steps (R13.8), or ``None``."""
         return None

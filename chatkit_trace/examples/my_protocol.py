@@ -151,6 +151,18 @@ class MyProtocol(AdapterProtocol):
             answer = ctx.state["answer"] = Answer(ctx.run_id)
         return _apply(event, answer)
 
+    def history_state(self, value: Any, session_id: str) -> dict[str, dict[str, Any]]:
+        """A running run's answer so far, so resumed events continue it (R8.3)."""
+        out: dict[str, dict[str, Any]] = {}
+        if isinstance(value, Mapping) and isinstance(value.get("runs"), list):
+            for run in value["runs"]:
+                if isinstance(run, Mapping) and run.get("status") == "running":
+                    answer = Answer(run["id"])
+                    for frame in run.get("frames", []):
+                        _apply(frame.get("event", {}), answer)
+                    out[run["id"]] = {"answer": answer}
+        return out
+
     def decode_history(self, value: Any, session_id: str) -> HistoryResult:
         if not isinstance(value, Mapping) or not isinstance(value.get("runs"), list):
             raise ValueError("history has no runs")

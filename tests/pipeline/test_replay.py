@@ -149,3 +149,20 @@ def test_a_direct_stream_event_of_another_session_is_rejected_wrong_session():
     assert frame.state == "wrong-session"
     assert [f.result.reason for f in frame.facts] == [R.WRONG_SESSION]
     assert r.sessions["s1"].core.snapshot.message("assistant:r1").parts[0].text == "Hi there"
+
+
+def test_history_of_a_running_run_primes_the_decoder_so_a_resume_continues_its_answer():
+    """The seed's decodeHistory primes its answers map (R8.3): after a reload,
+    history's partial answer plus the resumed events make the whole text."""
+    frames = [{"id": f"e{i}", "event": e} for i, e in enumerate(TEXT[:3])]
+    hist = {"runs": [{"id": "r1", "status": "running", "input": "hello", "created_at": 1, "frames": frames}]}
+    h = Exchange(0, "GET", "http://backend/sessions/s1/runs", started_at=1, ended_at=1.1, status=200,
+                 response_body=json.dumps(hist).encode(), capability="history", session_id="s1")
+    resume = Exchange(1, "GET", "http://backend/sessions/s1/runs/r1/events?after=e2", started_at=2, ended_at=3, status=200,
+                      transport="sse", frames=frames_from_body(b'id: e3\ndata: {"type": "text", "text": "!"}\n\nid: e4\ndata: {"type": "done"}\n\n', 1, at=2.1),
+                      end="complete", capability="resume", session_id="s1", run_id="r1", cursor="e2")
+    r = replay([h, resume], ADAPTER)
+    assert not r.violations
+    snap = r.sessions["s1"].core.snapshot
+    assert snap.message("assistant:r1").parts[0].text == "Hi there!"
+    assert snap.run("r1").status == "completed"
