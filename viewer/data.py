@@ -126,6 +126,12 @@ class RunInfo:
     error: Any = None
     interrupt_reason: str | None = None
     analysed: bool = True
+    #: the session whose replay shows this run (differs for a run only a finding names, e.g. CK501)
+    replay_session: str | None = None
+
+    @property
+    def session_for_replay(self) -> str:
+        return self.replay_session or self.session_id
 
     @property
     def key(self) -> tuple[str, str]:
@@ -435,9 +441,7 @@ class TraceData:
     def has_derived(self) -> bool:
         try:
             d = self.dconn()
-            return d.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None or (
-                d.execute("SELECT 1 FROM frame_results LIMIT 1").fetchone() is not None
-            )
+            return any(d.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None for t in ("runs", "frame_results", "findings"))
         except sqlite3.Error:
             return False
 
@@ -512,12 +516,14 @@ class TraceData:
         d = self.dconn()
         per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
         try:
-            for sid, rid, sev, code, n in d.execute(
-                "SELECT session_id, run_id, severity, code, COUNT(*) FROM findings GROUP BY session_id, run_id, severity, code"
+            for sid, rid, sev, code, n, frames in d.execute(
+                "SELECT session_id, run_id, severity, code, COUNT(*), json_group_array(frames) FROM findings"
+                " GROUP BY session_id, run_id, severity, code"
             ):
-                c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set()})
+                c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
                 c[sev] = c.get(sev, 0) + n
                 c["codes"].add(code)
+                c["refs"].extend(ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or []))
         except sqlite3.Error:
             pass
         out = []
@@ -537,6 +543,25 @@ class TraceData:
                     tuple(sorted(c.get("codes", ()))), first_at if first_at is not None else (created or 0) / 1000.0,
                     exchanges, settled_by, settled_at, _loads(error), ireason,
                 )
+            )
+        # runs a finding names that the Core never started (e.g. the send failed at the HTTP level, CK110)
+        known = {(r.session_id, r.run_id) for r in out}
+        for (sid, rid), c in per.items():
+            if sid is None or rid is None or (sid, rid) in known:
+                continue
+            exs = [e.index for e in self.exchanges("session_id IS ? AND run_id = ?", [sid, rid])]
+            for ref in c.get("refs", []):
+                try:
+                    e = parse_ref(ref)[0]
+                except ValueError:
+                    continue
+                if e not in exs:
+                    exs.append(e)
+            first = self.exchange(exs[0]) if exs else None
+            out.append(
+                RunInfo(sid, rid, "not started", errors=c.get("error", 0), warnings=c.get("warning", 0),
+                        infos=c.get("info", 0), codes=tuple(sorted(c.get("codes", ()))), exchanges=tuple(exs),
+                        replay_session=(first.session_id or DEFAULT_SESSION) if first is not None else None)
             )
         starts = {}
         if out:
@@ -581,7 +606,7 @@ class TraceData:
         the stop, history and status requests of its session while it was
         current, and any row its findings point at, in replay order."""
         sid, rid = run.session_id, run.run_id
-        session = self.session_exchanges(sid)
+        session = self.session_exchanges(run.session_for_replay)
         by_id = {ex.index: ex for ex in session}
         own = [i for i in run.exchanges if i in by_id]
         if not own:
@@ -612,6 +637,8 @@ class TraceData:
             except ValueError:
                 continue
             if e in chosen and chosen[e] == "own":
+                if i != START:
+                    extra_frames.setdefault(e, set()).add(i)  # a subscription's frame routed elsewhere
                 continue
             ex = by_id.get(e) or self.exchange(e)
             if ex is None:
@@ -629,7 +656,7 @@ class TraceData:
             streams.append(iter([((ex.started_at, e, 0, START), START)]))
             if how == "own":
                 if ex.capability == "subscribe":
-                    streams.append(self._frame_keys(ex, only=routed.get(e, set())))
+                    streams.append(self._frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set())))
                 else:
                     streams.append(self._frame_keys(ex))
                     if ex.transport is not None and ex.capability in STREAMING:

@@ -55,6 +55,7 @@ STATUS_TONE = {
     "running": "accent",
     "queued": "muted",
     "not analysed": "muted",
+    "not started": "warning",
 }
 TONE_VAR = {
     "error": "$text-error",

@@ -170,7 +170,7 @@ class RunScreen(Screen[None]):
             self.replayer.wake()
         self.workers.cancel_group(self, "replay")
         tl = self.timeline
-        rp = SessionReplayer(self.viewer.data, self.run.session_id, self.viewer.adapter, self.viewer.capabilities)
+        rp = SessionReplayer(self.viewer.data, self.run.session_for_replay, self.viewer.adapter, self.viewer.capabilities)
         if tl is not None and len(tl):
             last = self.viewer.data.row(tl, len(tl) - 1)
             if last is not None:

@@ -336,3 +336,18 @@ def test_analysis_writes_back_or_to_a_side_database(traces, tmp_path, write_back
     assert (result.derived_path is None) == write_back
     assert data.has_derived() and [f.code for f in data.findings()] and data.runs()[0].status == "running"
     assert TraceData(path).has_derived() == write_back
+
+
+async def test_mouse_selects_rows_and_opens_runs(traces):
+    app = ViewerApp(traces("CK101-direct", check=True), poll=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.click("#runs", offset=(5, 1), times=2)  # double-click the first run (line 0 is the header)
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+        await ready(pilot)
+        screen = app.screen
+        await pilot.click("#timeline", offset=(3, 5))
+        await ready(pilot)
+        view = screen.query_one(TimelineView)
+        assert view.cursor == 4 and view.get_row(4).ref == "0:3"
+        assert "Hello world" in screen.describe_moment()
