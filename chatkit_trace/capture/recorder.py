@@ -318,6 +318,11 @@ class Recorder:
         if writer is not None:
             try:
                 writer.stop()
+                if writer.is_alive():
+                    logger.warning(
+                        "chatkit-trace: still deriving facts at shutdown; everything received is stored, "
+                        f"run `chatkit-trace redecode {writer.config.db}` for the facts"
+                    )
             except Exception as err:  # noqa: BLE001
                 logger.warning(f"chatkit-trace: error while flushing the recording: {err}")
 

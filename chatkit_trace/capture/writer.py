@@ -363,11 +363,29 @@ class Writer(threading.Thread):
         self.limit = max(1, config.queue_limit)
         self.adapter = None
         profile = config.profile
+        self._write_meta(config)
         if profile is not None and config.derive != "off":
             try:
                 self.adapter = profile.create_adapter()
             except Exception as err:  # noqa: BLE001
                 self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
+
+    def _write_meta(self, config: WriterConfig) -> None:
+        """The meta keys readers use (docs/trace-format.md): which profile, protocol and
+        capabilities decode this trace, whether it is redacted, where it came from."""
+        store = self.store
+        profile = config.profile
+        if profile is not None:
+            store.set_meta("profile", profile.name)
+            store.set_meta("protocol", profile.protocol)
+            store.set_meta("capabilities", list(profile.capabilities))
+            try:
+                store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
+            except Exception:  # noqa: BLE001, S110 - a profile object without pydantic: the name suffices
+                pass
+        store.set_meta("redaction", "off" if config.redactor is None else "on")
+        store.set_meta("source", {"kind": "record", **config.recorder_meta})
+        store.commit()
 
     def _loop(self) -> None:
         q = self.q

@@ -237,6 +237,9 @@ def test_an_sse_run_is_recorded_with_identity_redaction_and_arrival_times(harnes
     assert all(before <= fr.at <= time.time() for fr in frames)
     assert frames[1].at <= frames[2].at
     assert ex.notes["chunks"] == 5 and ex.notes["bytes"] == sum(map(len, CHUNKS))
+    meta = store.meta()
+    assert (meta["profile"], meta["protocol"], meta["redaction"]) == ("myproto", "myproto", "on")
+    assert "run" in meta["capabilities"] and meta["source"]["kind"] == "record"
     for p in h.db.parent.glob("t.db*"):
         data = p.read_bytes()
         assert b"QSECRET" not in data and b"TSECRET" not in data and b"PSECRET" not in data
