@@ -57,22 +57,24 @@ from ..wire import (
     Frame,
     NDJSONSplitter,
     SSEParser,
-    body_frame,
     error_frame,
     event_json,
     frame_from_sse,
     make_decoder,
     ws_frame,
 )
-from .identity import IdentityTracker, apply_match, resolve_from_event, resolve_from_response
+from .identity import (
+    IdentityTracker,
+    apply_match,
+    output_frames,
+    resolve_from_event,
+    resolve_from_response,
+)
 
-__all__ = ["MAX_BODY_BYTES", "STREAMING_CAPABILITIES", "Writer", "WriterConfig", "end_kind"]
+__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
-#: Capabilities whose response carries the run's events (a whole JSON body
-#: answering one of them also becomes one ``body`` frame).
-STREAMING_CAPABILITIES = frozenset({"run", "resume", "regenerate", "edit", "subscribe"})
 #: Request bodies and whole response bodies are stored up to this size.
 MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Items handled per transaction at most (keeps a commit's latency bounded).
@@ -783,15 +785,12 @@ class Writer(threading.Thread):
         if st.ex.transport != "ws":
             st.ex.transport = "ws"
             st.dirty = True
-        red = self.config.redactor
-        if red is not None and is_text and from_client:
+        frame = ws_frame(content, is_text, from_client, t, st.ex.index, st.next_frame)
+        if self.config.redactor is not None and from_client and frame.text:
             # Client messages may authenticate (a first "auth" frame); server
             # events are the recording's source of truth and stay as they are.
-            before = content
-            content = red.redact_body(content, "application/json")
-            if content is not before and content != before:
-                _redacted(st.ex, f"frame:{st.next_frame}")
-        self._add_frame(st, ws_frame(content, is_text, from_client, t, st.ex.index, st.next_frame))
+            [frame] = self._redact_frames(st.ex, [frame], None)
+        self._add_frame(st, frame)
 
     def _end(self, item: tuple[Any, ...]) -> None:
         _, fid, t, end, error, body, notes, dropped = item
@@ -824,16 +823,20 @@ class Writer(threading.Thread):
             if st.decoder.error is not None and not st.decoder_error_stored:
                 st.decoder_error_stored = True
                 self._add_frame(st, error_frame(st.decoder.error, ex.index, st.next_frame, t, transport=ex.transport or "sse"))
+        decoded = None
         if st.copy is not None:
-            self._store_body(st, bytes(st.copy), t, lost=st.copy_lost)
+            decoded = bytes(st.copy)
         elif body:
-            self._store_body(st, body, t, encoded=True)
+            decoded, problem = self._decode_whole(body, _header(st.response_headers, "content-encoding"))
+            if problem:
+                ex.notes["response_body_encoding"] = problem
+        if st.match is not None and not st.resolved:
+            st.match = resolve_from_response(st.match, ex.status, st.response_headers, decoded)
+            st.resolved = True
+        if decoded is not None:
+            self._store_body(st, decoded, t, lost=st.copy_lost)
         if ex.transport is not None or end != "complete":
             ex.end = end
-        if st.match is not None and not st.resolved:
-            raw = self._decode_whole(body, _header(st.response_headers, "content-encoding"))[0] if body else None
-            st.match = resolve_from_response(st.match, ex.status, st.response_headers, raw)
-            st.resolved = True
         if st.chunks:
             ex.notes["chunks"] = st.chunks
             ex.notes["bytes"] = st.encoded
@@ -844,15 +847,16 @@ class Writer(threading.Thread):
         if ex.capability is not None:
             self._touch(ex.session_id)
 
-    def _store_body(self, st: _Flow, data: bytes, t: float, *, encoded: bool = False, lost: int = 0) -> None:
+    def _store_body(self, st: _Flow, data: bytes, t: float, *, lost: int = 0) -> None:
+        """A whole (decoded) response body: stored redacted; the run's output
+        becomes ``body`` frames by the rule ``import`` uses (``output_frames``)."""
         ex = st.ex
-        if encoded:
-            data, problem = self._decode_whole(data, _header(st.response_headers, "content-encoding"))
-            if problem:
-                ex.notes["response_body_encoding"] = problem
         if lost or len(data) > MAX_BODY_BYTES:
             ex.notes["response_body_truncated"] = len(data) + lost
             data = data[:MAX_BODY_BYTES]
+        frames = []
+        if ex.transport in (None, "body") and st.frame_count == 0:
+            frames = output_frames(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
         red = self.config.redactor
         ctype = _header(st.response_headers, "content-type")
         if red is not None:
@@ -860,13 +864,24 @@ class Writer(threading.Thread):
             data = red.redact_body(data, ctype)
             if data is not before and data != before:
                 _redacted(ex, "response.body")
+            if frames:
+                frames = self._redact_frames(ex, frames, ctype)
         ex.response_body = data
-        m = st.match
-        output = m.output if m is not None else "none"
-        wanted = output == "body" or (output == "auto" and m is not None and m.capability in STREAMING_CAPABILITIES)
-        if data and wanted and ex.transport in (None, "body") and st.frame_count == 0:
+        if frames:
             ex.transport = "body"
-            self._add_frame(st, body_frame(data, ex.index, t, index=st.next_frame))
+            for frame in frames:
+                self._add_frame(st, frame)
+        elif ex.transport == "body":
+            ex.transport = None  # a streamed body that is not the run's output: stored whole, as import does
+
+    def _redact_frames(self, ex: Exchange, frames: list[Frame], ctype: str | None) -> list[Frame]:
+        """Body frames and client messages, redacted exactly as ``Redactor.redact_exchange`` does on import."""
+        red = self.config.redactor
+        probe = Exchange(ex.index, response_headers=[("content-type", ctype)] if ctype else [], frames=frames)
+        done = red.redact_exchange(probe)
+        for where in done.notes.get("redacted", ()):
+            _redacted(ex, where)
+        return list(done.frames)
 
     @staticmethod
     def _decode_whole(raw: bytes, encoding: str | None) -> tuple[bytes, str | None]:

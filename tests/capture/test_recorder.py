@@ -277,7 +277,8 @@ def test_an_ndjson_and_a_chunked_text_stream(harness):
     store = h.store()
     nd, plain = list(store.exchanges())
     assert nd.transport == "ndjson" and [json.loads(fr.text)["a"] for fr in store.frames(nd.index)] == [1, 2, 3]
-    assert plain.transport == "body" and plain.response_body == b'0:"a"\n0:"b"\n'
+    # a streamed body that is not the run's output is stored whole, as `import` stores it
+    assert plain.transport is None and plain.response_body == b'0:"a"\n0:"b"\n' and plain.notes["chunks"] == 2
     assert nd.capability is None  # no profile: plain exchanges
 
 
@@ -608,3 +609,23 @@ def test_addon_path_command(capsys):
 
 def test_the_recorder_module_needs_no_loop_for_its_options():
     assert recorder_mod.DERIVE_MODES == ("live", "end", "off")
+
+
+def test_a_json_answer_that_is_the_runs_output_becomes_a_redacted_body_frame(tmp_path, harness):
+    profile = tmp_path / "answers.toml"
+    profile.write_text(
+        'extends = "myproto"\nname = "answers"\n'
+        '[[routes]]\ncapability = "run"\nmethod = "POST"\npath = "/answer"\nsession = "constant:s1"\nrun = "body:runId"\n'
+        'output = "body"\n'
+    )
+    h = harness(chatkit_profile=str(profile))
+    f = make_flow("POST", "http://backend/answer", b'{"runId": "a1"}')
+    body = json.dumps({"type": "done", "text": "hi", "token": "BSECRET"}).encode()
+    h.whole(f, make_response(200, "application/json", body, length=True))
+    store = h.store()
+    [ex] = list(store.exchanges())
+    assert (ex.capability, ex.run_id, ex.transport, ex.end) == ("run", "a1", "body", "complete")
+    [frame] = store.frames(ex.index)
+    assert frame.transport == "body" and json.loads(frame.text)["token"] == "[REDACTED]"
+    assert "frame:0" in ex.notes["redacted"] and "response.body" in ex.notes["redacted"]
+    assert b"BSECRET" not in h.db.read_bytes()
