@@ -206,6 +206,7 @@ class Recorder:
         self.test_raise: frozenset[str] = frozenset()
         self._config: WriterConfig | None = None
         self._started: set[str] = set()  # flows whose request was queued
+        self._headed: set[str] = set()  # flows whose response head was queued
         self._streamed: dict[str, _Tap] = {}
         self._logged: set[str] = set()
         self._error_keys: set[tuple[str, str, str | None]] = set()
@@ -300,6 +301,7 @@ class Recorder:
             raise exceptions.OptionsError(f"chatkit_db: cannot record into {config.db}: {writer.open_error}")
         self.writer = writer
         self._started.clear()
+        self._headed.clear()
         self._streamed.clear()
         if config.profile is None:
             logger.info(f"chatkit-trace: recording into {config.db} without a profile: exchanges only, no facts "
@@ -399,9 +401,17 @@ class Recorder:
                 tap = _Tap(flow.id, w, self, existing if callable(existing) else None)
                 resp.stream = tap
                 self._streamed[flow.id] = tap
+            self._headed.add(flow.id)
             w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
         except Exception as err:  # noqa: BLE001
             self._failed("responseheaders", err, flow.id)
+
+    def _queue_head(self, w: Writer, flow: http.HTTPFlow) -> None:
+        """A response that skipped ``responseheaders`` (made by another addon, e.g. map_local)."""
+        resp = flow.response
+        if resp is not None and flow.id not in self._headed:
+            self._headed.add(flow.id)
+            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
 
     def response(self, flow: http.HTTPFlow) -> None:
         w = self.writer
@@ -412,6 +422,7 @@ class Recorder:
             if flow.websocket is not None:
                 return  # the 101; the exchange ends in websocket_end
             self._queue_request(w, flow)
+            self._queue_head(w, flow)
             tap = self._streamed.pop(flow.id, None)
             resp = flow.response
             body = None if tap is not None or resp is None else resp.raw_content
@@ -421,6 +432,7 @@ class Recorder:
             self._failed("response", err, flow.id)
         finally:
             self._started.discard(flow.id)
+            self._headed.discard(flow.id)
 
     def error(self, flow: http.HTTPFlow) -> None:
         w = self.writer
@@ -443,6 +455,7 @@ class Recorder:
             self._failed("error", err, flow.id)
         finally:
             self._started.discard(flow.id)
+            self._headed.discard(flow.id)
 
     # ------------------------------------------------------------------ WebSocket
 
@@ -501,6 +514,7 @@ class Recorder:
             self._failed("websocket_end", err, flow.id)
         finally:
             self._started.discard(flow.id)
+            self._headed.discard(flow.id)
 
     # ------------------------------------------------------------------ writer -> loop
 

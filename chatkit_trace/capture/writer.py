@@ -928,9 +928,11 @@ class Writer(threading.Thread):
 
     # ------------------------------------------------------------------ caps
 
-    def _check_caps(self) -> None:
+    def _check_caps(self, *, force: bool = False) -> None:
         cfg = self.config
         if not (cfg.max_age or cfg.max_db_bytes):
+            return
+        if not force and time.time() - self.last_cap_check < CAP_INTERVAL:
             return
         self.last_cap_check = time.time()
         store = self.store
@@ -1161,8 +1163,8 @@ class Writer(threading.Thread):
             try:
                 self.open_indexes.clear()
                 self._derive(final=True)
-                # Derived rows count towards the size cap too: prune again if they pushed it over.
-                self._check_caps()
+                # Flows finalised at shutdown count towards the caps too: check once more.
+                self._check_caps(force=True)
                 if self.dirty_sessions:
                     self._derive(final=True)
             except Exception as err:  # noqa: BLE001

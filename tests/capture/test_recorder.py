@@ -629,3 +629,14 @@ def test_a_json_answer_that_is_the_runs_output_becomes_a_redacted_body_frame(tmp
     assert frame.transport == "body" and json.loads(frame.text)["token"] == "[REDACTED]"
     assert "frame:0" in ex.notes["redacted"] and "response.body" in ex.notes["redacted"]
     assert b"BSECRET" not in h.db.read_bytes()
+
+
+def test_a_response_made_by_another_addon_is_recorded_too(harness):
+    h = harness()
+    f = make_flow("GET", "http://backend/sessions/s1/runs", b"")
+    h.rec.requestheaders(f)
+    h.rec.request(f)
+    f.response = make_response(200, "application/json", b'{"runs": []}', length=True)  # e.g. map_local
+    h.rec.response(f)
+    [ex] = list(h.store().exchanges())
+    assert (ex.status, ex.response_body, ex.header("content-type", response=True)) == (200, b'{"runs": []}', "application/json")
