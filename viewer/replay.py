@@ -218,7 +218,7 @@ class SessionReplayer:
         every: int = 256,
         max_checkpoints: int = 48,
         max_bytes: int = 96 * 1024 * 1024,
-        cache_size: int = 4096,
+        cache_size: int = 512,
     ) -> None:
         self.data = data
         self.session_key = session_id
@@ -238,6 +238,10 @@ class SessionReplayer:
         self.horizon: Key | None = None  # the frontier stops here (the run's last row), None: the session's end
         self._cv = threading.Condition()
         self._request: tuple[Any, Key] | None = None
+        #: a long replay gives up when a newer request arrives (the worker loop sets this)
+        self.interruptible = False
+        #: when the UI last asked for something (the background frontier waits for a quiet moment)
+        self.last_request = 0.0
         self.replays = 0  # how many events were processed (for tests and the bench)
         self.restores = 0
         self._checkpoint(self.frontier)
@@ -363,6 +367,7 @@ class SessionReplayer:
     def _advance(self, cur: _Cursor, key: Key) -> Moment | None:
         last: Moment | None = None
         t = time.perf_counter()
+        n = 0
         while True:
             nxt = cur.peek()
             if nxt is None or nxt[0] > key:
@@ -373,6 +378,11 @@ class SessionReplayer:
             self.replays += 1
             self._keep(m)
             last = m
+            n += 1
+            if n % 64 == 0:
+                time.sleep(0)  # let the UI thread have the GIL now and then
+                if self._request is not None and self.interruptible:
+                    return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
             if cur is self.frontier and cur.position % self.every == 0:
                 self._replay_time += time.perf_counter() - t
                 self._checkpoint(cur)
@@ -413,6 +423,7 @@ class SessionReplayer:
         """Ask the worker for ``key`` (a newer request replaces an older one)."""
         with self._cv:
             self._request = (tag, key)
+            self.last_request = time.monotonic()
             self._cv.notify()
 
     def take(self, timeout: float) -> tuple[Any, Key] | None:

@@ -180,29 +180,31 @@ class RunScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="replay")
     def replay_loop(self, rp: SessionReplayer) -> None:
+        """Serve snapshot requests; when the user has been idle for a second, replay ahead
+        (checkpoints) in small slices so the UI thread keeps the GIL while the user is busy."""
         worker = get_current_worker()
-        last_request = 0.0
+        rp.interruptible = True
         while not worker.is_cancelled:
-            req = rp.take(0.0 if not rp.done else 0.25)
+            idle = time.monotonic() - rp.last_request > 1.0
+            req = rp.take(0.0 if (idle and not rp.done) else 0.25)
             if worker.is_cancelled:
                 break
             if req is not None:
-                last_request = time.monotonic()
                 tag, key = req
                 try:
                     m = rp.moment(key)
                 except Exception as err:  # noqa: BLE001 - shown in the panel, the app carries on
                     self.post_message(MomentReady(tag, key, None, f"{type(err).__name__}: {err}"))
                     continue
-                self.post_message(MomentReady(tag, key, m))
+                if m is not None or rp._request is None:
+                    self.post_message(MomentReady(tag, key, m))
                 continue
-            if not rp.done:
-                # build checkpoints ahead in small slices, leaving the GIL to the UI (more so while the user is busy)
+            if idle and not rp.done:
                 try:
                     rp.extend(32)
                 except Exception:  # noqa: BLE001 - the frontier stops; requests still work from checkpoints
                     rp.horizon = rp.frontier.key
-                time.sleep(0.02 if time.monotonic() - last_request < 1.0 else 0.001)
+                time.sleep(0.002)
 
     # -- titles ------------------------------------------------------------------------
 
@@ -260,10 +262,16 @@ class RunScreen(Screen[None]):
             self.pending_row = index
             if self.replayer is not None:
                 self.replayer.request(index, key)
-            self.query_one("#snap-title", Static).update(
-                Content.from_markup(f"snapshot after {esc(row.ref)} [$text-muted](computing…)[/]")
-            )
-            self.show_detail(row, None)
+            # usually the worker answers within milliseconds: say "computing" only if it does not
+            self.set_timer(0.08, lambda: self._still_computing(index, row))
+
+    def _still_computing(self, index: int, row: Row) -> None:
+        if self.pending_row != index:
+            return
+        self.query_one("#snap-title", Static).update(
+            Content.from_markup(f"snapshot after {esc(row.ref)} [$text-muted](computing…)[/]")
+        )
+        self.show_detail(row, None)
 
     def on_moment_ready(self, message: MomentReady) -> None:
         if message.tag != self.pending_row:
