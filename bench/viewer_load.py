@@ -62,7 +62,9 @@ def generate(path: Path, frames: int) -> dict[str, int]:
     words = ["Hello", " world", ",", " this", " is", " a", " long", " answer", "."]
     with TraceStore(path, create=True) as store:
         store.set_meta("protocol", "myproto")
-        store.set_meta("capabilities", ["abort", "history", "resume", "subscribe", "regenerate", "edit"])
+        store.set_meta(
+            "capabilities", ["abort", "history", "resume", "subscribe", "regenerate", "edit"]
+        )
         t = 1_700_000_000.0
         conn = store.db.conn
         for index, n in enumerate(sizes):
@@ -79,12 +81,24 @@ def generate(path: Path, frames: int) -> dict[str, int]:
                     data = {"type": "text", "text": words[i % len(words)]}
                 text = json.dumps(data)
                 t += 0.002
-                rows.append(Frame(index, i, "sse", "in", text, None, None, f"e{i}", i * 40, i * 40 + 40, t))
+                rows.append(
+                    Frame(index, i, "sse", "in", text, None, None, f"e{i}", i * 40, i * 40 + 40, t)
+                )
             ex = Exchange(
-                index, "POST", f"http://backend/sessions/{session}/runs", started_at=start, ended_at=t + 0.001,
-                request_body=json.dumps({"text": f"question {index}", "runId": run}).encode(), status=200,
-                response_headers=[("content-type", "text/event-stream")], transport="sse", end="complete",
-                capability="run", session_id=session, run_id=run, run_id_source="body",
+                index,
+                "POST",
+                f"http://backend/sessions/{session}/runs",
+                started_at=start,
+                ended_at=t + 0.001,
+                request_body=json.dumps({"text": f"question {index}", "runId": run}).encode(),
+                status=200,
+                response_headers=[("content-type", "text/event-stream")],
+                transport="sse",
+                end="complete",
+                capability="run",
+                session_id=session,
+                run_id=run,
+                run_id_source="body",
             )
             store.add_exchange(ex, with_frames=False)
             for lo in range(0, len(rows), 50_000):
@@ -163,7 +177,13 @@ def main() -> int:
         t = time.perf_counter()
         info = generate(path, n)
         gen = time.perf_counter() - t
-        proc = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(path)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
             return 1
@@ -171,15 +191,39 @@ def main() -> int:
         rows.append((n, info, gen, os.path.getsize(path) / 1e6, res))
         if not args.keep:
             path.unlink()
-    cols = ["frames", "runs", "file MB", "open s", "first screen s", "open big run s", "page down ms",
-            "jump to end s", "20 steps back s", "rss peak MB"]
+    cols = [
+        "frames",
+        "runs",
+        "file MB",
+        "open s",
+        "first screen s",
+        "open big run s",
+        "page down ms",
+        "jump to end s",
+        "20 steps back s",
+        "rss peak MB",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for n, info, gen, size, r in rows:
-        vals = [f"{n:,}", str(info["runs"]), f"{size:.0f}", f"{r['open']:.2f}", f"{r['first screen']:.2f}", f"{r['open run']:.2f}",
-                f"{r['page down ms']:.0f}", f"{r['jump end']:.2f}", f"{r['step back x20']:.3f}", f"{r['rss peak MB']:.0f}"]
+        vals = [
+            f"{n:,}",
+            str(info["runs"]),
+            f"{size:.0f}",
+            f"{r['open']:.2f}",
+            f"{r['first screen']:.2f}",
+            f"{r['open run']:.2f}",
+            f"{r['page down ms']:.0f}",
+            f"{r['jump end']:.2f}",
+            f"{r['step back x20']:.3f}",
+            f"{r['rss peak MB']:.0f}",
+        ]
         print("| " + " | ".join(vals) + " |")
-    print(f"\nbig run: {rows[-1][1]['big_run']:,} frames; generated in {rows[-1][2]:.1f}s" if rows else "")
+    print(
+        f"\nbig run: {rows[-1][1]['big_run']:,} frames; generated in {rows[-1][2]:.1f}s"
+        if rows
+        else ""
+    )
     return 0
 
 

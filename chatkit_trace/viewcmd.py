@@ -13,7 +13,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "new frames appear as they arrive), a HAR or mitmproxy flow file (with --profile) or a fixture.",
     )
     p.add_argument("trace", metavar="TRACE")
-    p.add_argument("--profile", help="adapter/profile to decode with (default: the one the trace was recorded with)")
+    p.add_argument(
+        "--profile",
+        help="adapter/profile to decode with (default: the one the trace was recorded with)",
+    )
     p.add_argument("--session", help="open this session's (first) run")
     p.add_argument("--run", dest="run_id", metavar="RUN", help="open this run")
     p.add_argument(
@@ -22,7 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="auto",
         help="derive facts and findings when the trace has none: auto (up to 200k frames), always, never",
     )
-    p.add_argument("--theme", help="a Textual theme, e.g. textual-light, textual-dark (Ctrl+T toggles)")
+    p.add_argument(
+        "--theme", help="a Textual theme, e.g. textual-light, textual-dark (Ctrl+T toggles)"
+    )
     p.set_defaults(run=run)
 
 
@@ -30,6 +35,13 @@ def run(args: argparse.Namespace) -> int:
     from .viewer import ViewerApp, open_source
 
     source = open_source(args.trace, args.profile)  # bad input: one clear line, exit 2 (cli.main)
-    app = ViewerApp(source, profile=args.profile, session=args.session, run=args.run_id, analyse=args.analyse, theme=args.theme)
+    app = ViewerApp(
+        source,
+        profile=args.profile,
+        session=args.session,
+        run=args.run_id,
+        analyse=args.analyse,
+        theme=args.theme,
+    )
     app.run()
     return int(app.return_code or 0)

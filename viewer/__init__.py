@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ViewerApp", "Source", "open_source"]
+__all__ = ["Source", "ViewerApp", "open_source"]
 
 
 def __getattr__(name: str) -> Any:

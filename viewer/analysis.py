@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AnalysisResult", "analyse", "AUTO_LIMIT"]
+__all__ = ["AUTO_LIMIT", "AnalysisResult", "analyse"]
 
 #: Traces up to this many frames are analysed on open without asking.
 AUTO_LIMIT = 200_000
@@ -74,7 +74,11 @@ def analyse(
         if write_back and loaded.kind == "db" and not loaded.store.readonly:
             target, derived = loaded.store, None
         else:
-            folder = Path(side_dir) if side_dir is not None else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
+            folder = (
+                Path(side_dir)
+                if side_dir is not None
+                else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
+            )
             derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
             derived.unlink()
             target = TraceStore(derived, create=True)

@@ -13,6 +13,7 @@ and reloads what is on screen when the recorder wrote to it (live tail).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,7 +29,7 @@ from .data import FindingInfo, RunInfo, TraceData, writable
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
 from .render import esc
 
-__all__ = ["ViewerApp", "Source", "open_source"]
+__all__ = ["Source", "ViewerApp", "open_source"]
 
 DARK, LIGHT = "textual-dark", "textual-light"
 
@@ -65,7 +66,15 @@ def open_source(path: str | Path, profile: str | None = None) -> Source:
         loaded = open_trace(path, profile=recorded)
         profile = recorded
     try:
-        return Source(str(loaded.store.path), str(path), loaded.adapter, loaded.capabilities, loaded.profile, loaded.kind, profile)
+        return Source(
+            str(loaded.store.path),
+            str(path),
+            loaded.adapter,
+            loaded.capabilities,
+            loaded.profile,
+            loaded.kind,
+            profile,
+        )
     finally:
         loaded.close()
 
@@ -121,7 +130,9 @@ class ViewerApp(App[None]):
         self.analyse_mode = analyse
         self.poll_interval = poll
         self.side_dir = side_dir
-        self.export_dir = export_dir  # where the export key writes fixtures (default: the current directory)
+        self.export_dir = (
+            export_dir  # where the export key writes fixtures (default: the current directory)
+        )
         self.initial_theme = theme
         self.analysed = False
         self.findings_known = False
@@ -159,12 +170,20 @@ class ViewerApp(App[None]):
     def _open_start_run(self) -> None:
         runs = self.data.runs()
         match = [
-            r for r in runs
+            r
+            for r in runs
             if (self.start_session is None or r.session_id == self.start_session)
             and (self.start_run is None or r.run_id == self.start_run)
         ]
         if not match:
-            what = " ".join(x for x in (self.start_session and f"session {self.start_session}", self.start_run and f"run {self.start_run}") if x)
+            what = " ".join(
+                x
+                for x in (
+                    self.start_session and f"session {self.start_session}",
+                    self.start_run and f"run {self.start_run}",
+                )
+                if x
+            )
             self.notify(f"no {what} in this trace", severity="warning", timeout=5)
             return
         r = match[0]
@@ -230,9 +249,13 @@ class ViewerApp(App[None]):
     def data_looks_live(self) -> bool:
         """A stream without an end: the recorder may still be writing (do not write into it)."""
         try:
-            row = self.data.conn().execute(
-                "SELECT 1 FROM exchanges WHERE transport IS NOT NULL AND end IS NULL LIMIT 1"
-            ).fetchone()
+            row = (
+                self.data.conn()
+                .execute(
+                    "SELECT 1 FROM exchanges WHERE transport IS NOT NULL AND end IS NULL LIMIT 1"
+                )
+                .fetchone()
+            )
         except Exception:  # noqa: BLE001
             return True
         return row is not None or self.live or self.data.recording_pid() is not None
@@ -243,10 +266,8 @@ class ViewerApp(App[None]):
 
     def on_analysis_done(self, message: AnalysisDone) -> None:
         self.analysing = None
-        try:
+        with contextlib.suppress(Exception):
             self._data_version = self.data.data_version()
-        except Exception:  # noqa: BLE001
-            pass
         if message.error:
             self.analysis_error = message.error
             self.notify(f"analysis failed: {message.error}", severity="error", timeout=10)
@@ -268,7 +289,9 @@ class ViewerApp(App[None]):
         except Exception:  # noqa: BLE001 - the file went away: keep what is on screen
             return
         if self.analysing is not None:
-            self._data_version = version  # our own analysis may be writing derived tables back: not the recorder
+            self._data_version = (
+                version  # our own analysis may be writing derived tables back: not the recorder
+            )
             return
         if self._data_version is not None and version != self._data_version:
             self._data_version = version
@@ -282,7 +305,10 @@ class ViewerApp(App[None]):
             self._data_version = version
             if self.live:
                 self._quiet_polls += 1
-                if self._quiet_polls * self.poll_interval > 10 and self.data.recording_pid() is None:
+                if (
+                    self._quiet_polls * self.poll_interval > 10
+                    and self.data.recording_pid() is None
+                ):
                     self.live = False
                     self.refresh_titles()
 
@@ -331,8 +357,16 @@ class ViewerApp(App[None]):
         if self.findings_known:
             counts = self.data.finding_counts()
             if counts:
-                tones = (("error", "$text-error"), ("warning", "$text-warning"), ("info", "$text-accent"))
-                shown = " ".join(f"[{tone}]{counts[s]} {s}{'s' if counts[s] > 1 else ''}[/]" for s, tone in tones if counts.get(s))
+                tones = (
+                    ("error", "$text-error"),
+                    ("warning", "$text-warning"),
+                    ("info", "$text-accent"),
+                )
+                shown = " ".join(
+                    f"[{tone}]{counts[s]} {s}{'s' if counts[s] > 1 else ''}[/]"
+                    for s, tone in tones
+                    if counts.get(s)
+                )
                 parts.append(f"findings: {shown}")
             else:
                 parts.append("[$text-success]no findings[/]")
@@ -344,7 +378,9 @@ class ViewerApp(App[None]):
                 parts.append(f"[$text-warning]analysing: {esc(what)}…[/]")
             else:
                 filled = int(frac * 10)
-                parts.append(f"[$text-warning]analysing {'█' * filled}{'░' * (10 - filled)} {frac * 100:.0f}% {esc(what)}[/]")
+                parts.append(
+                    f"[$text-warning]analysing {'█' * filled}{'░' * (10 - filled)} {frac * 100:.0f}% {esc(what)}[/]"
+                )
         elif self.analysis_error:
             parts.append("[$text-error]analysis failed (a: retry)[/]")
         elif not self.analysed:
@@ -358,9 +394,7 @@ class ViewerApp(App[None]):
         from .runs_screen import RunsScreen
 
         for screen in self.screen_stack:
-            if isinstance(screen, RunsScreen):
-                screen.update_title()
-            elif isinstance(screen, RunScreen):
+            if isinstance(screen, (RunsScreen, RunScreen)):
                 screen.update_title()
 
     # -- actions --------------------------------------------------------------------------------

@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "START",
     "END",
-    "RunInfo",
-    "FindingInfo",
+    "LRU",
+    "START",
     "ExchangeInfo",
-    "Row",
     "FactCell",
+    "FindingInfo",
+    "Row",
+    "RunInfo",
     "Timeline",
     "TraceData",
-    "LRU",
     "display_status",
     "parse_ref",
 ]
@@ -137,16 +137,6 @@ class RunInfo:
     def key(self) -> tuple[str, str]:
         return (self.session_id, self.run_id)
 
-    @property
-    def worst(self) -> str | None:
-        if self.errors:
-            return "error"
-        if self.warnings:
-            return "warning"
-        if self.infos:
-            return "info"
-        return None
-
 
 @dataclass
 class FindingInfo:
@@ -234,7 +224,9 @@ class Row:
             return "error"
         if self.result_error is not None or self.state == "error":
             return "error"
-        if self.facts and any(not f.accepted and f.reason not in ("duplicate-event", "no-change") for f in self.facts):
+        if self.facts and any(
+            not f.accepted and f.reason not in ("duplicate-event", "no-change") for f in self.facts
+        ):
             return "rejected"
         if self.shadow:
             return "lost"
@@ -259,10 +251,37 @@ _EXCHANGE_SQL = (
 def _exchange(row: Sequence[Any]) -> ExchangeInfo:
     from urllib.parse import urlsplit
 
-    (i, cap, sid, rid, method, url, status, started, ended, transport, end, error, cursor, target) = row
+    (
+        i,
+        cap,
+        sid,
+        rid,
+        method,
+        url,
+        status,
+        started,
+        ended,
+        transport,
+        end,
+        error,
+        cursor,
+        target,
+    ) = row
     return ExchangeInfo(
-        i, cap, sid, rid, method or "GET", urlsplit(url or "").path or "/", status, started or 0.0, ended,
-        transport, end, error, cursor, target,
+        i,
+        cap,
+        sid,
+        rid,
+        method or "GET",
+        urlsplit(url or "").path or "/",
+        status,
+        started or 0.0,
+        ended,
+        transport,
+        end,
+        error,
+        cursor,
+        target,
     )
 
 
@@ -281,8 +300,14 @@ class Timeline:
     ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
     """
 
-    def __init__(self, session_id: str, run_id: str, segments: list[tuple[int, int, int]], keys: list[tuple[float, int, int, int]],
-                 exchanges: dict[int, ExchangeInfo], ts: list[float] | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        run_id: str,
+        segments: list[tuple[int, int, int]],
+        keys: list[tuple[float, int, int, int]],
+        exchanges: dict[int, ExchangeInfo],
+    ) -> None:
         self.session_id = session_id
         self.run_id = run_id
         self.segments = segments
@@ -329,7 +354,9 @@ class Timeline:
         for s, (ex, first, count) in enumerate(self.segments):
             if ex == exchange:
                 if first == START or (idx != START and first not in (START, END) and first <= idx):
-                    best = self.offsets[s] + (0 if first in (START, END) else min(count - 1, idx - first))
+                    best = self.offsets[s] + (
+                        0 if first in (START, END) else min(count - 1, idx - first)
+                    )
                 elif best is None:
                     best = self.offsets[s]
         return best
@@ -417,7 +444,11 @@ class TraceData:
     def recording_pid(self) -> int | None:
         """The pid of a ``chatkit-trace record`` still writing this trace (same host), or None."""
         recordings = self.meta().get("recordings")
-        if not isinstance(recordings, list) or not recordings or not isinstance(recordings[-1], dict):
+        if (
+            not isinstance(recordings, list)
+            or not recordings
+            or not isinstance(recordings[-1], dict)
+        ):
             return None
         pid = recordings[-1].get("pid")
         if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
@@ -441,13 +472,20 @@ class TraceData:
     def has_derived(self) -> bool:
         try:
             d = self.dconn()
-            return any(d.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None for t in ("runs", "frame_results", "findings"))
+            return any(
+                d.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
+                for t in ("runs", "frame_results", "findings")
+            )
         except sqlite3.Error:
             return False
 
     def finding_counts(self) -> dict[str, int]:
         try:
-            return dict(self.dconn().execute("SELECT severity, COUNT(*) FROM findings GROUP BY severity").fetchall())
+            return dict(
+                self.dconn()
+                .execute("SELECT severity, COUNT(*) FROM findings GROUP BY severity")
+                .fetchall()
+            )
         except sqlite3.Error:
             return {}
 
@@ -477,17 +515,25 @@ class TraceData:
         return out
 
     def frame_count(self, exchange: int) -> int:
-        row = self.conn().execute("SELECT MAX(idx) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()
+        row = (
+            self.conn()
+            .execute("SELECT MAX(idx) FROM frames WHERE exchange_id = ?", [exchange])
+            .fetchone()
+        )
         return 0 if row[0] is None else row[0] + 1
 
     def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
         if session_id == DEFAULT_SESSION:
-            return self.exchanges("capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id])
+            return self.exchanges(
+                "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
+            )
         return self.exchanges("capability IS NOT NULL AND session_id = ?", [session_id])
 
     # -- runs and findings ------------------------------------------------------------
 
-    def findings(self, session_id: str | None = None, run_id: str | None = None, *, trace_wide: bool = False) -> list[FindingInfo]:
+    def findings(
+        self, session_id: str | None = None, run_id: str | None = None, *, trace_wide: bool = False
+    ) -> list[FindingInfo]:
         sql = "SELECT code, severity, rule, session_id, run_id, frames, message, fingerprint, detail FROM findings"
         params: list[Any] = []
         if trace_wide:
@@ -495,13 +541,25 @@ class TraceData:
         elif session_id is not None:
             sql += " WHERE session_id = ? AND run_id IS ?"
             params = [session_id, run_id]
-        sql += " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
+        sql += (
+            " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
+        )
         try:
             rows = self.dconn().execute(sql, params).fetchall()
         except sqlite3.Error:
             return []
         return [
-            FindingInfo(code, sev, rule, sid, rid, _loads(frames, []) or [], msg, fp, _loads(detail, {}) or {})
+            FindingInfo(
+                code,
+                sev,
+                rule,
+                sid,
+                rid,
+                _loads(frames, []) or [],
+                msg,
+                fp,
+                _loads(detail, {}) or {},
+            )
             for code, sev, rule, sid, rid, frames, msg, fp, detail in rows
         ]
 
@@ -520,10 +578,14 @@ class TraceData:
                 "SELECT session_id, run_id, severity, code, COUNT(*), json_group_array(frames) FROM findings"
                 " GROUP BY session_id, run_id, severity, code"
             ):
-                c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
+                c = per.setdefault(
+                    (sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []}
+                )
                 c[sev] = c.get(sev, 0) + n
                 c["codes"].add(code)
-                c["refs"].extend(ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or []))
+                c["refs"].extend(
+                    ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or [])
+                )
         except sqlite3.Error:
             pass
         out = []
@@ -531,17 +593,49 @@ class TraceData:
             "SELECT session_id, run_id, status, origin, phase, connection, error, interrupt_reason, created_at,"
             " settled_at, settled_by, exchanges, frames, facts, rejected, first_at, last_at FROM runs"
         ):
-            (sid, rid, status, origin, phase, conn, error, ireason, created, settled_at, settled_by, exs, frames, facts,
-             rejected, first_at, last_at) = row
+            (
+                sid,
+                rid,
+                status,
+                origin,
+                phase,
+                conn,
+                error,
+                ireason,
+                created,
+                settled_at,
+                settled_by,
+                exs,
+                frames,
+                facts,
+                rejected,
+                first_at,
+                last_at,
+            ) = row
             c = per.get((sid, rid), {})
             exchanges = tuple(_loads(exs, []) or [])
             out.append(
                 RunInfo(
-                    sid, rid, display_status(status, conn), origin, conn, phase,
+                    sid,
+                    rid,
+                    display_status(status, conn),
+                    origin,
+                    conn,
+                    phase,
                     (last_at - first_at) if first_at is not None and last_at is not None else None,
-                    frames or 0, facts or 0, rejected or 0, c.get("error", 0), c.get("warning", 0), c.get("info", 0),
-                    tuple(sorted(c.get("codes", ()))), first_at if first_at is not None else (created or 0) / 1000.0,
-                    exchanges, settled_by, settled_at, _loads(error), ireason,
+                    frames or 0,
+                    facts or 0,
+                    rejected or 0,
+                    c.get("error", 0),
+                    c.get("warning", 0),
+                    c.get("info", 0),
+                    tuple(sorted(c.get("codes", ()))),
+                    first_at if first_at is not None else (created or 0) / 1000.0,
+                    exchanges,
+                    settled_by,
+                    settled_at,
+                    _loads(error),
+                    ireason,
                 )
             )
         # runs a finding names that the Core never started (e.g. the send failed at the HTTP level, CK110)
@@ -559,9 +653,19 @@ class TraceData:
                     exs.append(e)
             first = self.exchange(exs[0]) if exs else None
             out.append(
-                RunInfo(sid, rid, "not started", errors=c.get("error", 0), warnings=c.get("warning", 0),
-                        infos=c.get("info", 0), codes=tuple(sorted(c.get("codes", ()))), exchanges=tuple(exs),
-                        replay_session=(first.session_id or DEFAULT_SESSION) if first is not None else None)
+                RunInfo(
+                    sid,
+                    rid,
+                    "not started",
+                    errors=c.get("error", 0),
+                    warnings=c.get("warning", 0),
+                    infos=c.get("info", 0),
+                    codes=tuple(sorted(c.get("codes", ()))),
+                    exchanges=tuple(exs),
+                    replay_session=(first.session_id or DEFAULT_SESSION)
+                    if first is not None
+                    else None,
+                )
             )
         starts = {}
         if out:
@@ -572,7 +676,13 @@ class TraceData:
             t = [starts[e] for e in r.exchanges if e in starts]
             if t:
                 r.first_at = min(t)
-        out.sort(key=lambda r: (r.first_at if r.first_at is not None else float("inf"), r.session_id, r.run_id))
+        out.sort(
+            key=lambda r: (
+                r.first_at if r.first_at is not None else float("inf"),
+                r.session_id,
+                r.run_id,
+            )
+        )
         return out
 
     def _exchange_runs(self) -> list[RunInfo]:
@@ -580,10 +690,16 @@ class TraceData:
         for ex in self.exchanges("capability IS NOT NULL"):
             if ex.capability in STREAMING or ex.capability == "subscribe":
                 sid = ex.session_id or DEFAULT_SESSION
-                rid = ex.run_id or (f"{sid}:x{ex.index}" if ex.capability != "subscribe" else f"subscription x{ex.index}")
+                rid = ex.run_id or (
+                    f"{sid}:x{ex.index}"
+                    if ex.capability != "subscribe"
+                    else f"subscription x{ex.index}"
+                )
                 r = groups.get((sid, rid))
                 if r is None:
-                    r = groups[(sid, rid)] = RunInfo(sid, rid, "not analysed", first_at=ex.started_at, analysed=False)
+                    r = groups[(sid, rid)] = RunInfo(
+                        sid, rid, "not analysed", first_at=ex.started_at, analysed=False
+                    )
                 n = self.frame_count(ex.index)
                 r.frames += n
                 r.exchanges = r.exchanges + (ex.index,)
@@ -595,8 +711,19 @@ class TraceData:
         """Exchanges whose frames or request body contain ``text`` (a scan: call from a worker)."""
         like = f"%{text}%"
         c = self.conn()
-        hits = {r[0] for r in c.execute("SELECT DISTINCT exchange_id FROM frames WHERE text LIKE ? LIMIT ?", [like, limit_exchanges])}
-        hits |= {r[0] for r in c.execute("SELECT id FROM exchanges WHERE CAST(request_body AS TEXT) LIKE ?", [like])}
+        hits = {
+            r[0]
+            for r in c.execute(
+                "SELECT DISTINCT exchange_id FROM frames WHERE text LIKE ? LIMIT ?",
+                [like, limit_exchanges],
+            )
+        }
+        hits |= {
+            r[0]
+            for r in c.execute(
+                "SELECT id FROM exchanges WHERE CAST(request_body AS TEXT) LIKE ?", [like]
+            )
+        }
         return hits
 
     # -- timeline ---------------------------------------------------------------------
@@ -613,10 +740,14 @@ class TraceData:
             own = [ex.index for ex in session if ex.run_id == rid]
         own_set = set(own)
         run_starts = sorted(
-            (ex.started_at, ex.index) for ex in session if ex.capability in ("run", "regenerate", "edit")
+            (ex.started_at, ex.index)
+            for ex in session
+            if ex.capability in ("run", "regenerate", "edit")
         )
         first = min((by_id[i].started_at for i in own), default=0.0)
-        later = [t for t, i in run_starts if t > first and i not in own_set and by_id[i].run_id != rid]
+        later = [
+            t for t, i in run_starts if t > first and i not in own_set and by_id[i].run_id != rid
+        ]
         horizon = later[0] if later else float("inf")
         chosen: dict[int, str] = {}  # exchange -> how it belongs: own | point
         for i in own:
@@ -624,11 +755,15 @@ class TraceData:
         for ex in session:
             if ex.index in chosen:
                 continue
-            if ex.capability == "abort" and ex.run_id == rid:
-                chosen[ex.index] = "point"
-            elif ex.capability == "status" and ex.run_id == rid:
-                chosen[ex.index] = "point"
-            elif ex.capability in ("history", "status", "abort") and first <= ex.started_at < horizon and ex.run_id in (None, rid):
+            if (
+                ex.capability == "abort"
+                and ex.run_id == rid
+                or ex.capability == "status"
+                and ex.run_id == rid
+                or ex.capability in ("history", "status", "abort")
+                and first <= ex.started_at < horizon
+                and ex.run_id in (None, rid)
+            ):
                 chosen[ex.index] = "point"
         extra_frames: dict[int, set[int]] = {}
         for ref in extra_refs:
@@ -638,7 +773,9 @@ class TraceData:
                 continue
             if e in chosen and chosen[e] == "own":
                 if i != START:
-                    extra_frames.setdefault(e, set()).add(i)  # a subscription's frame routed elsewhere
+                    extra_frames.setdefault(e, set()).add(
+                        i
+                    )  # a subscription's frame routed elsewhere
                 continue
             ex = by_id.get(e) or self.exchange(e)
             if ex is None:
@@ -649,14 +786,20 @@ class TraceData:
             else:
                 chosen[e] = "extra"
                 extra_frames.setdefault(e, set()).add(i)
-        routed = self._routed(sid, rid, [i for i, how in chosen.items() if how == "own" and by_id[i].capability == "subscribe"])
+        routed = self._routed(
+            sid,
+            rid,
+            [i for i, how in chosen.items() if how == "own" and by_id[i].capability == "subscribe"],
+        )
         streams: list[Iterator[tuple[tuple[float, int, int, int], int]]] = []
         for e, how in chosen.items():
             ex = by_id[e]
             streams.append(iter([((ex.started_at, e, 0, START), START)]))
             if how == "own":
                 if ex.capability == "subscribe":
-                    streams.append(self._frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set())))
+                    streams.append(
+                        self._frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set()))
+                    )
                 else:
                     streams.append(self._frame_keys(ex))
                     if ex.transport is not None and ex.capability in STREAMING:
@@ -687,14 +830,17 @@ class TraceData:
                 out[e] = {
                     r[0]
                     for r in self.dconn().execute(
-                        "SELECT idx FROM frame_results WHERE exchange_id = ? AND session_id IS ? AND run_id = ?", [e, sid, rid]
+                        "SELECT idx FROM frame_results WHERE exchange_id = ? AND session_id IS ? AND run_id = ?",
+                        [e, sid, rid],
                     )
                 }
         except sqlite3.Error:
             pass
         return out
 
-    def _frame_keys(self, ex: ExchangeInfo, only: set[int] | None = None) -> Iterator[tuple[tuple[float, int, int, int], int]]:
+    def _frame_keys(
+        self, ex: ExchangeInfo, only: set[int] | None = None
+    ) -> Iterator[tuple[tuple[float, int, int, int], int]]:
         s = ex.started_at
         cur = self.conn().execute(
             "SELECT idx, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
@@ -707,7 +853,11 @@ class TraceData:
             yield (t, e, 1, idx), idx
 
     def _end_key(self, ex: ExchangeInfo) -> tuple[float, int, int, int]:
-        row = self.conn().execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [ex.index]).fetchone()
+        row = (
+            self.conn()
+            .execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [ex.index])
+            .fetchone()
+        )
         last = ex.started_at
         if row[0]:
             last = max(last, row[0])
@@ -761,8 +911,17 @@ class TraceData:
             " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
             [ex.index, first, last],
         ):
-            rows[idx] = Row(ex, idx, frame_t(at, ex.started_at), event, event_id, text, bool(has_raw), direction or "in",
-                            _loads(error))
+            rows[idx] = Row(
+                ex,
+                idx,
+                frame_t(at, ex.started_at),
+                event,
+                event_id,
+                text,
+                bool(has_raw),
+                direction or "in",
+                _loads(error),
+            )
         try:
             d = self.dconn()
             for idx, state, error, shadow in d.execute(
@@ -793,18 +952,33 @@ class TraceData:
 
     def frame_detail(self, exchange: int, idx: int) -> dict[str, Any] | None:
         """Everything about one frame: text, raw bytes, offsets, facts (with the fact JSON), shadow facts."""
-        row = self.conn().execute(
-            "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
-            " WHERE exchange_id = ? AND idx = ?",
-            [exchange, idx],
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute(
+                "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
+                " WHERE exchange_id = ? AND idx = ?",
+                [exchange, idx],
+            )
+            .fetchone()
+        )
         if row is None:
             return None
         at, event, event_id, text, raw, start, end, error, transport, direction = row
         out: dict[str, Any] = {
-            "at": at, "event": event, "event_id": event_id, "text": text, "raw": raw, "start": start, "end": end,
-            "error": _loads(error), "transport": transport, "direction": direction, "facts": [], "shadow": [],
-            "state": None, "result_error": None,
+            "at": at,
+            "event": event,
+            "event_id": event_id,
+            "text": text,
+            "raw": raw,
+            "start": start,
+            "end": end,
+            "error": _loads(error),
+            "transport": transport,
+            "direction": direction,
+            "facts": [],
+            "shadow": [],
+            "state": None,
+            "result_error": None,
         }
         try:
             d = self.dconn()
@@ -815,7 +989,11 @@ class TraceData:
             if fr is not None:
                 out["state"], out["result_error"] = fr[0], _loads(fr[1])
                 out["shadow"] = _loads(fr[2], []) or []
-                out["event_type"], out["end_marker"], out["unknown"] = fr[3], bool(fr[4]), bool(fr[5])
+                out["event_type"], out["end_marker"], out["unknown"] = (
+                    fr[3],
+                    bool(fr[4]),
+                    bool(fr[5]),
+                )
             out["facts"] = [
                 {"kind": k, "accepted": bool(a), "reason": r, "detail": dt, "fact": _loads(f, {})}
                 for k, a, r, dt, f in d.execute(
@@ -828,25 +1006,45 @@ class TraceData:
         return out
 
     def exchange_detail(self, exchange: int) -> dict[str, Any] | None:
-        row = self.conn().execute(
-            "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
-            " FROM exchanges WHERE id = ?",
-            [exchange],
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute(
+                "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
+                " FROM exchanges WHERE id = ?",
+                [exchange],
+            )
+            .fetchone()
+        )
         if row is None:
             return None
         method, url, status, rqh, rqb, rsh, rsb, error, notes = row
         out: dict[str, Any] = {
-            "method": method, "url": url, "status": status, "request_headers": _loads(rqh, []),
-            "request_body": rqb, "response_headers": _loads(rsh, []), "response_body": rsb, "error": error,
+            "method": method,
+            "url": url,
+            "status": status,
+            "request_headers": _loads(rqh, []),
+            "request_body": rqb,
+            "response_headers": _loads(rsh, []),
+            "response_body": rsb,
+            "error": error,
             "notes": _loads(notes, {}),
         }
         try:
-            h = self.dconn().execute(
-                "SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?", [exchange]
-            ).fetchone()
+            h = (
+                self.dconn()
+                .execute(
+                    "SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?",
+                    [exchange],
+                )
+                .fetchone()
+            )
             if h is not None:
-                out["history"] = {"ok": bool(h[0]), "error": h[1], "rule": h[2], "messages": len((_loads(h[3], {}) or {}).get("messages", []))}
+                out["history"] = {
+                    "ok": bool(h[0]),
+                    "error": h[1],
+                    "rule": h[2],
+                    "messages": len((_loads(h[3], {}) or {}).get("messages", [])),
+                }
         except sqlite3.Error:
             pass
         return out
@@ -855,20 +1053,33 @@ class TraceData:
 
     def history_reads(self, session_id: str) -> list[dict[str, Any]]:
         try:
-            rows = self.dconn().execute(
-                "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
-                [session_id],
-            ).fetchall()
+            rows = (
+                self.dconn()
+                .execute(
+                    "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
+                    [session_id],
+                )
+                .fetchall()
+            )
         except sqlite3.Error:
             return []
-        return [{"exchange": e, "at": at, "ok": bool(ok), "error": err, "result": _loads(res)} for e, at, ok, err, res in rows]
+        return [
+            {"exchange": e, "at": at, "ok": bool(ok), "error": err, "result": _loads(res)}
+            for e, at, ok, err, res in rows
+        ]
 
-    def settled_snapshot(self, session_id: str, run_id: str) -> tuple[dict[str, Any] | None, str | None, float | None]:
+    def settled_snapshot(
+        self, session_id: str, run_id: str
+    ) -> tuple[dict[str, Any] | None, str | None, float | None]:
         try:
-            row = self.dconn().execute(
-                "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?",
-                [session_id, run_id],
-            ).fetchone()
+            row = (
+                self.dconn()
+                .execute(
+                    "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?",
+                    [session_id, run_id],
+                )
+                .fetchone()
+            )
         except sqlite3.Error:
             return None, None, None
         if row is None:
@@ -922,9 +1133,12 @@ def problem_frames(data: TraceData, timeline: Timeline) -> list[int]:
     if exchanges:
         marks = ",".join("?" for _ in exchanges)
         refs |= set(
-            data.conn().execute(
-                f"SELECT exchange_id, idx FROM frames WHERE exchange_id IN ({marks}) AND error IS NOT NULL", exchanges
-            ).fetchall()
+            data.conn()
+            .execute(
+                f"SELECT exchange_id, idx FROM frames WHERE exchange_id IN ({marks}) AND error IS NOT NULL",
+                exchanges,
+            )
+            .fetchall()
         )
     rows = {timeline.find(e, i) for e, i in refs if e is not None and i is not None}
     return sorted(r for r in rows if r is not None)

@@ -20,7 +20,7 @@ from .render import esc
 if TYPE_CHECKING:
     from .app import ViewerApp
 
-__all__ = ["DiffScreen", "HelpScreen", "ExportScreen", "HELP"]
+__all__ = ["HELP", "DiffScreen", "ExportScreen", "HelpScreen"]
 
 
 class DiffScreen(Screen[None]):
@@ -48,7 +48,11 @@ class DiffScreen(Screen[None]):
     def on_mount(self) -> None:
         viewer: ViewerApp = self.app  # type: ignore[assignment]
         self.items = comparisons(viewer.data, self.run.session_id, self.run.run_id)
-        self.findings = [f for f in viewer.data.findings(self.run.session_id, self.run.run_id) if f.code in ("CK201", "CK202")]
+        self.findings = [
+            f
+            for f in viewer.data.findings(self.run.session_id, self.run.run_id)
+            if f.code in ("CK201", "CK202")
+        ]
         self.render_diff()
 
     def on_resize(self) -> None:
@@ -61,16 +65,28 @@ class DiffScreen(Screen[None]):
         head = f"[b]live vs history[/b] · session {esc(self.run.session_id)} · run {esc(self.run.run_id)}"
         if not self.items:
             title.update(Content.from_markup(head))
-            cols.update(Content.from_markup(
-                "[$text-muted]Nothing to compare: this run has no history read after it (record a refresh after the run), "
-                "or the trace is not analysed yet.[/]"
-            ))
+            cols.update(
+                Content.from_markup(
+                    "[$text-muted]Nothing to compare: this run has no history read after it (record a refresh after the run), "
+                    "or the trace is not analysed yet.[/]"
+                )
+            )
             lst.update("")
             return
         c = self.items[self.index % len(self.items)]
-        n = f" · read {self.index % len(self.items) + 1} of {len(self.items)} (n next)" if len(self.items) > 1 else ""
-        verdict = "[$text-success]isomorphic: same ids, types and content[/]" if not c.diffs else f"[$text-error b]{len(c.diffs)} difference(s)[/]"
-        title.update(Content.from_markup(f"{head} · history read {c.history_exchange}{n} · {verdict}"))
+        n = (
+            f" · read {self.index % len(self.items) + 1} of {len(self.items)} (n next)"
+            if len(self.items) > 1
+            else ""
+        )
+        verdict = (
+            "[$text-success]isomorphic: same ids, types and content[/]"
+            if not c.diffs
+            else f"[$text-error b]{len(c.diffs)} difference(s)[/]"
+        )
+        title.update(
+            Content.from_markup(f"{head} · history read {c.history_exchange}{n} · {verdict}")
+        )
         width = max(40, self.size.width - 2)
         cols.update(side_by_side(c, width))
         lines = []
@@ -78,7 +94,10 @@ class DiffScreen(Screen[None]):
             lines.append(f"[$text-error]✗[/] {esc(describe(d))}")
         if c.renamed:
             lines.append("")
-            lines.append("[$text-warning]same content, different ids (CK202):[/] " + esc(", ".join(f"{a} vs {b}" for a, b in c.renamed)))
+            lines.append(
+                "[$text-warning]same content, different ids (CK202):[/] "
+                + esc(", ".join(f"{a} vs {b}" for a, b in c.renamed))
+            )
         for f in self.findings:
             lines.append(f"[$text-error b]{esc(f.code)}[/] {esc(f.message)}")
         if c.error:
@@ -96,35 +115,47 @@ class DiffScreen(Screen[None]):
 
 #: (section, [(keys, what)]) for the help screen.
 HELP: list[tuple[str, list[tuple[str, str]]]] = [
-    ("Runs (the first screen)", [
-        ("↑ ↓  j k  PgUp PgDn  Home End", "move"),
-        ("Enter, double-click", "open the run"),
-        ("/", "search ids, findings, frame text; status:failed code:CK101"),
-        ("s", "cycle the status filter: problems, failed, outcome unknown, …"),
-        ("c", "cycle the finding-code filter (codes present in the trace)"),
-        ("o", "sort: time order / problems first"),
-        ("a", "analyse the trace now (derive facts, runs, findings)"),
-        ("Tab", "next pane; Enter on a finding opens it at its decisive frame"),
-    ]),
-    ("A run", [
-        ("↑ ↓  j k  PgUp PgDn  Home End", "move along the timeline; the snapshot follows the cursor"),
-        ("]  [", "next / previous problem row (rejected, undecodable, lost)"),
-        ("n  N", "next / previous finding: jump to its decisive frame"),
-        ("Space", "play / pause at the recorded pace"),
-        ("+  -", "faster / slower: 1×, 2×, 5×, 10×, 50×, max"),
-        ("x", "raw bytes of the selected frame"),
-        ("d", "live vs history, side by side, differences highlighted"),
-        ("e", "export the run as a conformance fixture"),
-        ("F", "follow new frames (live tail; on at the last row of a live trace)"),
-        ("f  t  Tab", "focus findings / timeline / next pane"),
-        ("Esc", "back to the runs"),
-    ]),
-    ("Everywhere", [
-        ("?  F1", "this help"),
-        ("Ctrl+T", "light / dark theme"),
-        ("Ctrl+P", "command palette (themes, keys)"),
-        ("q", "quit"),
-    ]),
+    (
+        "Runs (the first screen)",
+        [
+            ("↑ ↓  j k  PgUp PgDn  Home End", "move"),
+            ("Enter, double-click", "open the run"),
+            ("/", "search ids, findings, frame text; status:failed code:CK101"),
+            ("s", "cycle the status filter: problems, failed, outcome unknown, …"),
+            ("c", "cycle the finding-code filter (codes present in the trace)"),
+            ("o", "sort: time order / problems first"),
+            ("a", "analyse the trace now (derive facts, runs, findings)"),
+            ("Tab", "next pane; Enter on a finding opens it at its decisive frame"),
+        ],
+    ),
+    (
+        "A run",
+        [
+            (
+                "↑ ↓  j k  PgUp PgDn  Home End",
+                "move along the timeline; the snapshot follows the cursor",
+            ),
+            ("]  [", "next / previous problem row (rejected, undecodable, lost)"),
+            ("n  N", "next / previous finding: jump to its decisive frame"),
+            ("Space", "play / pause at the recorded pace"),
+            ("+  -", "faster / slower: 1×, 2×, 5×, 10×, 50×, max"),
+            ("x", "raw bytes of the selected frame"),
+            ("d", "live vs history, side by side, differences highlighted"),
+            ("e", "export the run as a conformance fixture"),
+            ("F", "follow new frames (live tail; on at the last row of a live trace)"),
+            ("f  t  Tab", "focus findings / timeline / next pane"),
+            ("Esc", "back to the runs"),
+        ],
+    ),
+    (
+        "Everywhere",
+        [
+            ("?  F1", "this help"),
+            ("Ctrl+T", "light / dark theme"),
+            ("Ctrl+P", "command palette (themes, keys)"),
+            ("q", "quit"),
+        ],
+    ),
 ]
 
 LEGEND = (
@@ -136,7 +167,12 @@ LEGEND = (
 
 
 def help_content() -> Content:
-    lines = [Content.from_markup("[b $text-primary]chatkit-trace view[/]  [$text-muted]find the broken run, then the frame where it went wrong[/]"), Content("")]
+    lines = [
+        Content.from_markup(
+            "[b $text-primary]chatkit-trace view[/]  [$text-muted]find the broken run, then the frame where it went wrong[/]"
+        ),
+        Content(""),
+    ]
     for title, rows in HELP:
         lines.append(Content.styled(title, "bold"))
         for keys, what in rows:
@@ -170,7 +206,9 @@ class ExportScreen(ModalScreen[None]):
         Binding("enter", "write", "write the fixture"),
     ]
 
-    def __init__(self, run: RunInfo, rows: int, findings: list[FindingInfo], folder: str | Path | None = None) -> None:
+    def __init__(
+        self, run: RunInfo, rows: int, findings: list[FindingInfo], folder: str | Path | None = None
+    ) -> None:
         super().__init__(id="export-screen")
         self.run = run
         self.rows = rows
@@ -226,7 +264,9 @@ class ExportScreen(ModalScreen[None]):
         if self.exporter is None or self.written is not None:
             self.dismiss(None)
             return
-        self.query_one("#export-text", Static).update(Content.from_markup("[$text-muted]exporting…[/]"))
+        self.query_one("#export-text", Static).update(
+            Content.from_markup("[$text-muted]exporting…[/]")
+        )
         self._export(self.target())
 
     @work(thread=True, exclusive=True)
@@ -235,7 +275,12 @@ class ExportScreen(ModalScreen[None]):
         try:
             from chatkit_trace.fixtures import dumps_fixture
 
-            result = self.exporter(viewer.source.path, self.run.session_id, [self.run.run_id], profile=viewer.user_profile)  # type: ignore[misc]
+            result = self.exporter(
+                viewer.source.path,
+                self.run.session_id,
+                [self.run.run_id],
+                profile=viewer.user_profile,
+            )  # type: ignore[misc]
             target.write_text(dumps_fixture(result.fixture), "utf-8")
             warn = "".join(f"\n[$text-warning]warning: {esc(w)}[/]" for w in result.warnings)
             text = f"[$text-success]exported[/] run {esc(self.run.run_id)} to [b]{esc(target)}[/b]{warn}\n\n[$text-muted]Enter or Esc to close[/]"
@@ -243,7 +288,9 @@ class ExportScreen(ModalScreen[None]):
         except Exception as err:  # noqa: BLE001 - shown to the user
             text = f"[$text-error]export failed: {esc(err)}[/]\n\n[$text-muted]Esc to close[/]"
             self.written = Path()
-        self.app.call_from_thread(self.query_one("#export-text", Static).update, Content.from_markup(text))
+        self.app.call_from_thread(
+            self.query_one("#export-text", Static).update, Content.from_markup(text)
+        )
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -254,6 +301,10 @@ def _exporter():  # type: ignore[no-untyped-def]
     try:
         from chatkit_trace import fixtures
 
-        return getattr(fixtures, "export_fixture", None) if hasattr(fixtures, "dumps_fixture") else None
+        return (
+            getattr(fixtures, "export_fixture", None)
+            if hasattr(fixtures, "dumps_fixture")
+            else None
+        )
     except Exception:  # noqa: BLE001 - fixture support missing or broken: say what the key will do
         return None

@@ -21,7 +21,7 @@ from chatkit_trace.core import InvalidMessageError, RuntimeMessage, message_from
 from .data import TraceData
 from .render import TONE_VAR
 
-__all__ = ["Comparison", "comparisons", "side_by_side", "describe"]
+__all__ = ["Comparison", "comparisons", "describe", "side_by_side"]
 
 
 @dataclass
@@ -56,7 +56,11 @@ def comparisons(data: TraceData, session_id: str, run_id: str) -> list[Compariso
                 continue
             live_all = _messages(settled.get("messages"))
             label = "live, when the run settled"
-            done = {r["id"] for r in settled.get("runs", []) if r.get("status") in ("completed", "failed", "interrupted")}
+            done = {
+                r["id"]
+                for r in settled.get("runs", [])
+                if r.get("status") in ("completed", "failed", "interrupted")
+            }
         else:
             if h["exchange"] is None:
                 continue
@@ -76,7 +80,9 @@ def comparisons(data: TraceData, session_id: str, run_id: str) -> list[Compariso
         if not live and not hist:
             continue
         diffs, renamed = diff_messages(live, hist)
-        out.append(Comparison(h["exchange"], h["at"], label, live, hist, diffs, renamed, h["error"]))
+        out.append(
+            Comparison(h["exchange"], h["at"], label, live, hist, diffs, renamed, h["error"])
+        )
     return out
 
 
@@ -85,7 +91,11 @@ def _before(data: TraceData, exchange: int) -> dict[str, Any] | None:
     import sqlite3
 
     try:
-        row = data.dconn().execute("SELECT before FROM history_reads WHERE exchange_id = ?", [exchange]).fetchone()
+        row = (
+            data.dconn()
+            .execute("SELECT before FROM history_reads WHERE exchange_id = ?", [exchange])
+            .fetchone()
+        )
     except sqlite3.Error:
         return None
     return json.loads(row[0]) if row and row[0] else None
@@ -140,20 +150,34 @@ def side_by_side(c: Comparison, width: int) -> Content:
     """Two columns, live | history, each difference in the error colour."""
     w = max(20, (width - 3) // 2)
     lines: list[Content] = [
-        Content.assemble((f"{c.live_label:<{w}}", "bold"), (" │ ", "$text-muted"), (f"history read {c.history_exchange}", "bold")),
+        Content.assemble(
+            (f"{c.live_label:<{w}}", "bold"),
+            (" │ ", "$text-muted"),
+            (f"history read {c.history_exchange}", "bold"),
+        ),
         Content.styled("─" * w + "─┼─" + "─" * w, "$text-muted"),
     ]
     for lm, hm in _pairs(c):
         left = _cells(lm, hm)
         right = _cells(hm, lm)
-        lw = [(t, tone) for text, tone in left for t in (textwrap.wrap(text, w, subsequent_indent="    ") or [""])]
-        rw = [(t, tone) for text, tone in right for t in (textwrap.wrap(text, w, subsequent_indent="    ") or [""])]
+        lw = [
+            (t, tone)
+            for text, tone in left
+            for t in (textwrap.wrap(text, w, subsequent_indent="    ") or [""])
+        ]
+        rw = [
+            (t, tone)
+            for text, tone in right
+            for t in (textwrap.wrap(text, w, subsequent_indent="    ") or [""])
+        ]
         for i in range(max(len(lw), len(rw))):
             lt, ltone = lw[i] if i < len(lw) else ("", "")
             rt, rtone = rw[i] if i < len(rw) else ("", "")
             lines.append(
                 Content.assemble(
-                    (f"{lt:<{w}}", TONE_VAR.get(ltone, "")), (" │ ", "$text-muted"), (rt, TONE_VAR.get(rtone, ""))
+                    (f"{lt:<{w}}", TONE_VAR.get(ltone, "")),
+                    (" │ ", "$text-muted"),
+                    (rt, TONE_VAR.get(rtone, "")),
                 )
             )
         lines.append(Content.assemble(" " * w, (" │ ", "$text-muted")))

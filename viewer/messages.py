@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.message import Message
 
-__all__ = ["AnalysisProgress", "AnalysisDone", "TraceChanged", "MomentReady", "SearchDone"]
+__all__ = ["AnalysisDone", "AnalysisProgress", "MomentReady", "SearchDone", "TraceChanged"]
 
 
 class AnalysisProgress(Message):

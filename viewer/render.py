@@ -10,7 +10,6 @@ to their component styles.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from textual.content import Content
@@ -20,8 +19,8 @@ from chatkit_trace.core import (
     DataPart,
     MediaPart,
     ReasoningPart,
-    RunView,
     RuntimeMessage,
+    RunView,
     Snapshot,
     TextPart,
     ToolCallPart,
@@ -29,20 +28,20 @@ from chatkit_trace.core import (
     thaw,
 )
 
-from .data import END, START, FactCell, Row
+from .data import END, START, Row
 
 __all__ = [
     "IDEMPOTENT",
     "STATUS_TONE",
     "compact",
-    "frame_cells",
+    "esc",
     "facts_cells",
+    "frame_cells",
+    "hexdump",
+    "messages_content",
+    "short_json",
     "snapshot_content",
     "snapshot_header",
-    "messages_content",
-    "hexdump",
-    "short_json",
-    "esc",
 ]
 
 IDEMPOTENT = ("duplicate-event", "no-change")
@@ -76,7 +75,12 @@ def esc(text: Any) -> str:
 
 def short_json(value: Any, limit: int = 80) -> str:
     try:
-        s = json.dumps(thaw(value) if value is not ABSENT else None, separators=(",", ":"), ensure_ascii=False, default=str)
+        s = json.dumps(
+            thaw(value) if value is not ABSENT else None,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            default=str,
+        )
     except (TypeError, ValueError):
         s = repr(value)
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -89,7 +93,11 @@ BOILERPLATE = ("id", "object", "created", "model", "system_fingerprint", "servic
 def _tidy(value: Any, depth: int = 0) -> Any:
     """Null fields dropped, envelope keys last: what a frame carries comes first."""
     if isinstance(value, dict):
-        items = [(k, _tidy(v, depth + 1)) for k, v in value.items() if v is not None and not (k == "index" and v == 0)]
+        items = [
+            (k, _tidy(v, depth + 1))
+            for k, v in value.items()
+            if v is not None and not (k == "index" and v == 0)
+        ]
         if depth == 0:
             items.sort(key=lambda kv: kv[0] in BOILERPLATE)
         return dict(items)
@@ -169,7 +177,12 @@ def facts_cells(row: Row) -> list[Cell]:
     facts = row.facts or []
     groups: list[tuple[str, bool, str | None, int]] = []
     for f in facts:
-        if groups and groups[-1][0] == f.kind and groups[-1][1] == f.accepted and groups[-1][2] == f.reason:
+        if (
+            groups
+            and groups[-1][0] == f.kind
+            and groups[-1][1] == f.accepted
+            and groups[-1][2] == f.reason
+        ):
             k, a, r, n = groups[-1]
             groups[-1] = (k, a, r, n + 1)
         else:
@@ -183,7 +196,9 @@ def facts_cells(row: Row) -> list[Cell]:
         else:
             out.append((f"{kind} {times}✗ {reason}", "error"))
     if row.shadow:
-        where = state.replace("after-", "after ") if state.startswith("after-") else "reader stopped"
+        where = (
+            state.replace("after-", "after ") if state.startswith("after-") else "reader stopped"
+        )
         out.append((f"lost {row.shadow} ({where})", "error"))
     elif not facts and not out:
         label = {
@@ -197,7 +212,11 @@ def facts_cells(row: Row) -> list[Cell]:
             "after-terminal": "after terminal",
             "after-error": "after error",
         }.get(state, state or "·")
-        tone = "warning" if state in ("unrouted", "after-terminal", "after-error", "wrong-session") else "muted"
+        tone = (
+            "warning"
+            if state in ("unrouted", "after-terminal", "after-error", "wrong-session")
+            else "muted"
+        )
         out.append((label, tone))
     return _join(out)
 
@@ -231,7 +250,9 @@ def run_line(view: RunView | None, run_id: str) -> str:
 
     status = display_status(view.status, view.connection)
     tone = TONE_VAR.get(STATUS_TONE.get(status, ""), "")
-    conn = {"none": "no connection", "disconnected": "connection lost"}.get(view.connection, view.connection)
+    conn = {"none": "no connection", "disconnected": "connection lost"}.get(
+        view.connection, view.connection
+    )
     conn_tone = "$text-error" if view.connection == "disconnected" else ""
     parts = [
         f"[b]run {esc(view.id)}[/b]",
@@ -249,7 +270,9 @@ def run_line(view: RunView | None, run_id: str) -> str:
         a = view.abort
         line += f"\n  [$text-warning]stop requested[/] [$text-muted]remote {esc(a.remote)}{', output sealed' if a.output_sealed else ''}[/]"
     if view.work_items:
-        items = ", ".join(f"{esc(k)} {esc(getattr(v, 'status', v))}" for k, v in view.work_items.items())
+        items = ", ".join(
+            f"{esc(k)} {esc(getattr(v, 'status', v))}" for k, v in view.work_items.items()
+        )
         line += f"\n  [$text-muted]work items:[/] {items}"
     return line
 
@@ -269,8 +292,14 @@ def part_lines(part: Any, text_limit: int = 4000) -> list[str]:
         return [esc(_tail(text, text_limit)) if text else "[$text-muted](empty text)[/]"]
     if isinstance(part, ToolCallPart):
         status = get_tool_call_status(part)
-        tone = {"running": "$text-warning", "completed": "$text-success", "failed": "$text-error"}.get(status, "$text-muted")
-        lines = [f"[b]⚙ {esc(part.tool_name)}[/b] [$text-muted]{esc(part.tool_call_id)}[/] [{tone}]{esc(status)}[/]"]
+        tone = {
+            "running": "$text-warning",
+            "completed": "$text-success",
+            "failed": "$text-error",
+        }.get(status, "$text-muted")
+        lines = [
+            f"[b]⚙ {esc(part.tool_name)}[/b] [$text-muted]{esc(part.tool_call_id)}[/] [{tone}]{esc(status)}[/]"
+        ]
         if part.args is not ABSENT:
             lines.append(f"  [$text-muted]args[/] {esc(short_json(part.args, 200))}")
         if part.partial_result is not ABSENT:
@@ -295,13 +324,22 @@ def message_lines(m: RuntimeMessage, *, current: bool, show_ids: bool = True) ->
         # a session event (R7.4): ordered by arrival, not part of the answer
         kinds = ", ".join(f"{p.kind} {short_json(p.data, 60)}" for p in m.parts)  # type: ignore[union-attr]
         return [f"[$text-muted]── session event: {esc(kinds)} ──[/]"]
-    tone = {"user": "$text-primary", "assistant": "$text-accent", "system": "$text-warning", "tool": "$text-secondary"}.get(role, "")
+    tone = {
+        "user": "$text-primary",
+        "assistant": "$text-accent",
+        "system": "$text-warning",
+        "tool": "$text-secondary",
+    }.get(role, "")
     head = f"[b {tone}]{esc(role)}[/]" if tone else f"[b]{esc(role)}[/b]"
     if show_ids:
         head += f" [$text-muted]{esc(m.id)}[/]"
     lines = [head]
     for p in m.parts:
-        pid = f"[$text-muted]{esc(p.id)}[/] " if show_ids and len(m.parts) > 1 and not isinstance(p, ToolCallPart) else ""
+        pid = (
+            f"[$text-muted]{esc(p.id)}[/] "
+            if show_ids and len(m.parts) > 1 and not isinstance(p, ToolCallPart)
+            else ""
+        )
         pl = part_lines(p)
         if pl:
             lines.append("  " + pid + pl[0].replace("\n", "\n  "))
@@ -322,15 +360,21 @@ def snapshot_header(snap: Snapshot | None, run_id: str) -> Content:
     if others:
         from .data import display_status
 
-        shown = ", ".join(f"{esc(r.id)} {esc(display_status(r.status, r.connection))}" for r in others[-4:])
+        shown = ", ".join(
+            f"{esc(r.id)} {esc(display_status(r.status, r.connection))}" for r in others[-4:]
+        )
         more = f" (+{len(others) - 4})" if len(others) > 4 else ""
         lines.append(f"[$text-muted]other runs: {shown}{more}[/]")
     hist = " · history loaded" if snap.history.loaded else ""
-    lines.append(f"[$text-muted]session {esc(snap.session_id)}: {esc(snap.session_status)}{hist} · version {snap.version}[/]")
+    lines.append(
+        f"[$text-muted]session {esc(snap.session_id)}: {esc(snap.session_status)}{hist} · version {snap.version}[/]"
+    )
     return Content.from_markup("\n".join(lines))
 
 
-def messages_content(snap: Snapshot | None, run_id: str, *, context: int = 2, max_messages: int = 40) -> Content:
+def messages_content(
+    snap: Snapshot | None, run_id: str, *, context: int = 2, max_messages: int = 40
+) -> Content:
     """The chat the UI would show: the run's messages and a little context before them."""
     if snap is None:
         return Content("")
@@ -360,7 +404,9 @@ def snapshot_content(snap: Snapshot | None, run_id: str) -> Content:
     """Header and chat together (plain text for tests and the bench)."""
     if snap is None:
         return snapshot_header(snap, run_id)
-    return Content("\n").join([snapshot_header(snap, run_id), Content(""), messages_content(snap, run_id)])
+    return Content("\n").join(
+        [snapshot_header(snap, run_id), Content(""), messages_content(snap, run_id)]
+    )
 
 
 # --------------------------------------------------------------------------- bytes
@@ -405,16 +451,8 @@ def pretty(text: str | None, limit: int = 80) -> str:
     return "\n".join(lines)
 
 
-def counts_text(items: Iterable[tuple[str, int]]) -> str:
-    return " ".join(f"{n}{k}" for k, n in items if n)
-
-
 def severity_letter(sev: str) -> str:
     return {"error": "E", "warning": "W", "info": "I"}.get(sev, "?")
 
 
 SEVERITY_TONE = {"error": "error", "warning": "warning", "info": "accent"}
-
-
-def fact_cell_text(cells: Sequence[FactCell]) -> str:
-    return ", ".join(f"{c.kind}{'' if c.accepted else ' ' + str(c.reason)}" for c in cells)

@@ -31,7 +31,6 @@ import heapq
 import io
 import json
 import pickle
-import sqlite3
 import threading
 import time
 import types
@@ -41,13 +40,13 @@ from typing import Any
 
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
-from chatkit_trace.pipeline import ExchangeRecord, FrameRecord, HistoryRecord, _Replayer
+from chatkit_trace.pipeline import FrameRecord, HistoryRecord, _Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import DecodeError, Frame
 
 from .data import DEFAULT_SESSION, END, LRU, START, TraceData
 
-__all__ = ["Moment", "SessionReplayer", "Key"]
+__all__ = ["Key", "Moment", "SessionReplayer"]
 
 Key = tuple[float, int, int, int]
 _FRAME_COLS = "exchange_id, idx, transport, direction, at, event, event_id, start, end, text, raw, error, data_offsets"
@@ -78,10 +77,14 @@ class _LazyFrames:
     def __iter__(self) -> Iterator[Frame]:
         start = 0
         while True:
-            rows = self.data.conn().execute(
-                f"SELECT {_FRAME_COLS} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx LIMIT 256",
-                [self.index, start],
-            ).fetchall()
+            rows = (
+                self.data.conn()
+                .execute(
+                    f"SELECT {_FRAME_COLS} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx LIMIT 256",
+                    [self.index, start],
+                )
+                .fetchall()
+            )
             if not rows:
                 return
             for r in rows:
@@ -93,9 +96,21 @@ class _LazyFrames:
 
 
 def _frame(row: tuple[Any, ...]) -> Frame:
-    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = row[:13]
+    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = (
+        row[:13]
+    )
     return Frame(
-        ex, idx, transport or "sse", direction or "in", text, raw, event, event_id, start, end, at or 0.0,
+        ex,
+        idx,
+        transport or "sse",
+        direction or "in",
+        text,
+        raw,
+        event,
+        event_id,
+        start,
+        end,
+        at or 0.0,
         DecodeError.from_json(json.loads(error)) if error else None,
         tuple(json.loads(offsets)) if offsets else None,
     )
@@ -106,12 +121,27 @@ def _exchange(row: dict[str, Any], data: TraceData) -> Exchange:
         return [tuple(h) for h in (json.loads(v) if v else [])]  # type: ignore[misc]
 
     ex = Exchange(
-        index=row["id"], method=row["method"] or "GET", url=row["url"] or "", started_at=row["started_at"] or 0.0,
-        ended_at=row["ended_at"], request_headers=pairs(row["request_headers"]), request_body=row["request_body"],
-        status=row["status"], response_headers=pairs(row["response_headers"]), response_body=row["response_body"],
-        transport=row["transport"], end=row["end"], error=row["error"], capability=row["capability"],
-        session_id=row["session_id"], run_id=row["run_id"], run_id_source=row["run_id_source"], cursor=row["cursor"],
-        target_run_id=row["target_run_id"], flow_id=row["flow_id"], notes=json.loads(row["notes"]) if row["notes"] else {},
+        index=row["id"],
+        method=row["method"] or "GET",
+        url=row["url"] or "",
+        started_at=row["started_at"] or 0.0,
+        ended_at=row["ended_at"],
+        request_headers=pairs(row["request_headers"]),
+        request_body=row["request_body"],
+        status=row["status"],
+        response_headers=pairs(row["response_headers"]),
+        response_body=row["response_body"],
+        transport=row["transport"],
+        end=row["end"],
+        error=row["error"],
+        capability=row["capability"],
+        session_id=row["session_id"],
+        run_id=row["run_id"],
+        run_id_source=row["run_id_source"],
+        cursor=row["cursor"],
+        target_run_id=row["target_run_id"],
+        flow_id=row["flow_id"],
+        notes=json.loads(row["notes"]) if row["notes"] else {},
     )
     ex.frames = _LazyFrames(data, ex.index)  # type: ignore[assignment]
     return ex
@@ -150,7 +180,9 @@ class _Pickler(pickle.Pickler):
 class _Cursor:
     """A replayer positioned after some event of the session."""
 
-    def __init__(self, owner: SessionReplayer, rp: _Replayer, key: Key | None, position: int) -> None:
+    def __init__(
+        self, owner: SessionReplayer, rp: _Replayer, key: Key | None, position: int
+    ) -> None:
         self.owner = owner
         self.rp = rp
         self.key = key
@@ -199,9 +231,14 @@ class _Cursor:
         sid = (exrec.session_id if exrec is not None else None) or self.owner.session_key
         s = rp.out.sessions.get(sid) or rp.session(self.owner.session_key)
         return Moment(
-            key, self.position, s.core.snapshot, rec_frame,
-            exrec.dispatch if exrec else None, exrec.projected if exrec else 0,
-            exrec.history if exrec else None, exrec.reader_stop if exrec else None,
+            key,
+            self.position,
+            s.core.snapshot,
+            rec_frame,
+            exrec.dispatch if exrec else None,
+            exrec.projected if exrec else 0,
+            exrec.history if exrec else None,
+            exrec.reader_stop if exrec else None,
         )
 
 
@@ -235,7 +272,9 @@ class SessionReplayer:
         self.checkpoints: list[tuple[Key | None, int, bytes]] = []
         self.frontier = _Cursor(self, self._fresh(), None, 0)
         self.scratch: _Cursor | None = None
-        self.horizon: Key | None = None  # the frontier stops here (the run's last row), None: the session's end
+        self.horizon: Key | None = (
+            None  # the frontier stops here (the run's last row), None: the session's end
+        )
         self._cv = threading.Condition()
         self._request: tuple[Any, Key] | None = None
         #: a long replay gives up when a newer request arrives (the worker loop sets this)
@@ -255,10 +294,15 @@ class SessionReplayer:
         if self._exchanges is None:
             c = self.data.conn()
             if self.session_key == DEFAULT_SESSION:
-                where, params = "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [self.session_key]
+                where, params = (
+                    "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)",
+                    [self.session_key],
+                )
             else:
                 where, params = "capability IS NOT NULL AND session_id = ?", [self.session_key]
-            cur = c.execute(f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params)
+            cur = c.execute(
+                f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params
+            )
             names = [d[0] for d in cur.description]
             self._exchanges = [_exchange(dict(zip(names, r)), self.data) for r in cur]
         return self._exchanges
@@ -280,7 +324,9 @@ class SessionReplayer:
         now = time.perf_counter()
         spent, self._since = now - t0, now
         size = sum(len(b) for _, _, b in self.checkpoints)
-        if len(self.checkpoints) > self.max_checkpoints or (size > self.max_bytes and len(self.checkpoints) > 2):
+        if len(self.checkpoints) > self.max_checkpoints or (
+            size > self.max_bytes and len(self.checkpoints) > 2
+        ):
             self.checkpoints = self.checkpoints[:1] + self.checkpoints[2::2]
             self.every *= 2
         elif spent > 0.1 * self._replay_time and self.every < 1 << 16:
@@ -289,7 +335,9 @@ class SessionReplayer:
 
     # -- events ---------------------------------------------------------------------
 
-    def _events(self, after: Key | None, rp: _Replayer) -> Iterator[tuple[Key, Exchange, Frame | None]]:
+    def _events(
+        self, after: Key | None, rp: _Replayer
+    ) -> Iterator[tuple[Key, Exchange, Frame | None]]:
         """The session's events in replay order, strictly after ``after``."""
         exchanges = self.exchanges()
         # the replayer's own Exchange objects (run ids found in events are written on them)
@@ -300,7 +348,9 @@ class SessionReplayer:
             streams.append(self._exchange_events(ex, after))
         return heapq.merge(*streams, key=lambda e: e[0])
 
-    def _exchange_events(self, ex: Exchange, after: Key | None) -> Iterator[tuple[Key, Exchange, Frame | None]]:
+    def _exchange_events(
+        self, ex: Exchange, after: Key | None
+    ) -> Iterator[tuple[Key, Exchange, Frame | None]]:
         e, s = ex.index, ex.started_at
         start_key: Key = (s, e, 0, START)
         if after is None or start_key > after:
@@ -351,7 +401,11 @@ class SessionReplayer:
             return hit
         best: _Cursor | None = None
         for cur in (self.frontier, self.scratch):
-            if cur is not None and (cur.key is None or cur.key < key) and (best is None or _after(cur.key, best.key)):
+            if (
+                cur is not None
+                and (cur.key is None or cur.key < key)
+                and (best is None or _after(cur.key, best.key))
+            ):
                 best = cur
         ck = None
         for k, pos, blob in reversed(self.checkpoints):
@@ -445,11 +499,3 @@ def _after(a: Key | None, b: Key | None) -> bool:
     if b is None:
         return True
     return a > b
-
-
-def close_quietly(conn: sqlite3.Connection | None) -> None:
-    if conn is not None:
-        try:
-            conn.close()
-        except sqlite3.Error:
-            pass

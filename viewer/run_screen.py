@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,14 +15,24 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from .data import END, START, FindingInfo, Row, RunInfo, Timeline, parse_ref, problem_frames, row_key
+from .data import (
+    END,
+    START,
+    FindingInfo,
+    Row,
+    RunInfo,
+    Timeline,
+    parse_ref,
+    problem_frames,
+    row_key,
+)
 from .messages import MomentReady
 from .render import (
     esc,
     fact_line,
     hexdump,
-    pretty,
     messages_content,
+    pretty,
     snapshot_content,
     snapshot_header,
     sse_block,
@@ -34,7 +43,7 @@ from .widgets import FindingsList, Panel, TimelineView, VirtualList
 if TYPE_CHECKING:
     from .app import ViewerApp
 
-__all__ = ["RunScreen", "SPEEDS", "fact_brief"]
+__all__ = ["SPEEDS", "RunScreen", "fact_brief"]
 
 #: Playback speeds (a multiple of the recorded pace; 0 = as fast as the screen follows).
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 50.0, 0.0)
@@ -46,10 +55,16 @@ def fact_brief(fact: dict[str, Any]) -> str:
     if kind == "message":
         m = fact.get("message") or {}
         parts = m.get("parts") or []
-        texts = [p.get("text") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        texts = [
+            p.get("text") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
         preview = "".join(texts)
         preview = preview if len(preview) <= 60 else "…" + preview[-59:]
-        others = [f"{p.get('type')} {p.get('id')}" for p in parts if isinstance(p, dict) and p.get("type") not in ("text",)]
+        others = [
+            f"{p.get('type')} {p.get('id')}"
+            for p in parts
+            if isinstance(p, dict) and p.get("type") not in ("text",)
+        ]
         extra = f" +{', '.join(others)}" if others else ""
         return f"message {m.get('id')} ({m.get('role')}) {preview!r}{extra}"
     if kind == "delta":
@@ -61,7 +76,9 @@ def fact_brief(fact: dict[str, Any]) -> str:
         return f"work-item {w.get('id')} {w.get('status')}"
     if kind == "failed":
         e = fact.get("error") or {}
-        return f"failed {e.get('code')}: {e.get('message')}" if isinstance(e, dict) else f"failed {e}"
+        return (
+            f"failed {e.get('code')}: {e.get('message')}" if isinstance(e, dict) else f"failed {e}"
+        )
     if kind == "interrupted":
         return f"interrupted {fact.get('reason') or ''}".rstrip()
     return str(kind)
@@ -170,7 +187,12 @@ class RunScreen(Screen[None]):
             self.replayer.wake()
         self.workers.cancel_group(self, "replay")
         tl = self.timeline
-        rp = SessionReplayer(self.viewer.data, self.run.session_for_replay, self.viewer.adapter, self.viewer.capabilities)
+        rp = SessionReplayer(
+            self.viewer.data,
+            self.run.session_for_replay,
+            self.viewer.adapter,
+            self.viewer.capabilities,
+        )
         if tl is not None and len(tl):
             last = self.viewer.data.row(tl, len(tl) - 1)
             if last is not None:
@@ -226,7 +248,9 @@ class RunScreen(Screen[None]):
         if r.rejected:
             parts.append(f"[$text-error]{r.rejected} rejected[/]")
         if self.problems:
-            parts.append(f"[$text-error]{len(self.problems)} problem row(s)[/] [$text-muted](] next)[/]")
+            parts.append(
+                f"[$text-error]{len(self.problems)} problem row(s)[/] [$text-muted](] next)[/]"
+            )
         if self.playing:
             speed = SPEEDS[self.speed_index]
             parts.append(f"[$text-accent b]▶ playing {'max' if speed == 0 else f'{speed:g}×'}[/]")
@@ -250,7 +274,9 @@ class RunScreen(Screen[None]):
         row = view.get_row(index)
         if row is None:
             self.query_one("#snap-title", Static).update("snapshot")
-            self.query_one("#snapshot", Panel).show(Content.from_markup("[$text-muted](no rows)[/]"))
+            self.query_one("#snapshot", Panel).show(
+                Content.from_markup("[$text-muted](no rows)[/]")
+            )
             self.query_one("#detail", Panel).show("")
             return
         key = row_key(row)
@@ -287,7 +313,9 @@ class RunScreen(Screen[None]):
         if message.moment is None:
             self.replay_error = message.error
             self.query_one("#snapshot", Panel).show(
-                Content.from_markup(f"[$text-error]cannot replay this session: {esc(message.error or 'unknown error')}[/]")
+                Content.from_markup(
+                    f"[$text-error]cannot replay this session: {esc(message.error or 'unknown error')}[/]"
+                )
             )
             return
         self.show_moment(message.tag, row, message.moment)
@@ -297,10 +325,14 @@ class RunScreen(Screen[None]):
         view = self.query_one(TimelineView)
         dt = row.t - view.t0
         self.query_one("#snap-title", Static).update(
-            Content.from_markup(f"snapshot after [b]{esc(row.ref)}[/b] [$text-muted]+{dt:.3f}s · what the UI showed[/]")
+            Content.from_markup(
+                f"snapshot after [b]{esc(row.ref)}[/b] [$text-muted]+{dt:.3f}s · what the UI showed[/]"
+            )
         )
         self.query_one("#snap-run", Static).update(snapshot_header(m.snapshot, self.run.run_id))
-        self.query_one("#snapshot", Panel).show(messages_content(m.snapshot, self.run.run_id), scroll="end")
+        self.query_one("#snapshot", Panel).show(
+            messages_content(m.snapshot, self.run.run_id), scroll="end"
+        )
         self.show_detail(row, m)
 
     @property
@@ -325,41 +357,79 @@ class RunScreen(Screen[None]):
             d = data.exchange_detail(ex.index) or {}
             lines.append(
                 f"[b]{esc(ex.method)} {esc(d.get('url') or ex.path)}[/b] → "
-                + (f"[$text-error]{ex.status}[/]" if ex.status is None or ex.status >= 400 else f"{ex.status}")
+                + (
+                    f"[$text-error]{ex.status}[/]"
+                    if ex.status is None or ex.status >= 400
+                    else f"{ex.status}"
+                )
             )
             lines.append(
                 f"[$text-muted]capability[/] {esc(ex.capability)}  [$text-muted]session[/] {esc(ex.session_id or '-')}"
-                f"  [$text-muted]run[/] {esc(ex.run_id or '-')}" + (f"  [$text-muted]cursor[/] {esc(ex.cursor)}" if ex.cursor else "")
+                f"  [$text-muted]run[/] {esc(ex.run_id or '-')}"
+                + (f"  [$text-muted]cursor[/] {esc(ex.cursor)}" if ex.cursor else "")
             )
             if m is not None and m.dispatch:
-                lines.append(f"[$text-muted]dispatch[/] {esc(m.dispatch)}" + (f", projected {m.projected} user message(s)" if m.projected else ""))
+                lines.append(
+                    f"[$text-muted]dispatch[/] {esc(m.dispatch)}"
+                    + (f", projected {m.projected} user message(s)" if m.projected else "")
+                )
             if ex.capability == "abort":
-                lines.append("[$text-warning]the stop request (R9): between the frames before and after it[/]")
+                lines.append(
+                    "[$text-warning]the stop request (R9): between the frames before and after it[/]"
+                )
             h = d.get("history")
             if h is not None:
-                ok = "[$text-success]applied[/]" if h["ok"] else f"[$text-error]rejected: {esc(h['error'])}[/]"
-                lines.append(f"history read: {h['messages']} message(s), {ok} · [b]d[/b] live vs history")
+                ok = (
+                    "[$text-success]applied[/]"
+                    if h["ok"]
+                    else f"[$text-error]rejected: {esc(h['error'])}[/]"
+                )
+                lines.append(
+                    f"history read: {h['messages']} message(s), {ok} · [b]d[/b] live vs history"
+                )
             if d.get("error"):
                 lines.append(f"[$text-error]{esc(d['error'])}[/]")
             body = d.get("request_body")
             if body:
                 lines.append("[$text-muted]request body[/]")
-                lines.append(esc(pretty(body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body), 30)))
+                lines.append(
+                    esc(
+                        pretty(
+                            body.decode("utf-8", "replace")
+                            if isinstance(body, bytes)
+                            else str(body),
+                            30,
+                        )
+                    )
+                )
             if self.raw and d.get("response_body"):
                 rb = d["response_body"]
                 lines.append("[$text-muted]response body (raw)[/]")
                 lines.append(esc(hexdump(rb if isinstance(rb, bytes) else str(rb).encode())))
         elif row.idx == END:
-            lines.append(f"end of the response stream: [b]{esc(ex.end or 'complete')}[/b]" + (f" ({esc(ex.error)})" if ex.error else ""))
+            lines.append(
+                f"end of the response stream: [b]{esc(ex.end or 'complete')}[/b]"
+                + (f" ({esc(ex.error)})" if ex.error else "")
+            )
             if m is not None:
                 view = m.snapshot.run(self.run.run_id)
-                if view is not None and view.status == "running" and view.connection == "disconnected":
-                    lines.append("[$text-error]no conclusion arrived: the run is left running, connection lost (outcome unknown, R3.4)[/]")
+                if (
+                    view is not None
+                    and view.status == "running"
+                    and view.connection == "disconnected"
+                ):
+                    lines.append(
+                        "[$text-error]no conclusion arrived: the run is left running, connection lost (outcome unknown, R3.4)[/]"
+                    )
                 if m.reader_stop is not None:
-                    lines.append(f"[$text-muted]the reader had stopped at frame {ex.index}:{m.reader_stop[1]} ({esc(m.reader_stop[0])})[/]")
+                    lines.append(
+                        f"[$text-muted]the reader had stopped at frame {ex.index}:{m.reader_stop[1]} ({esc(m.reader_stop[0])})[/]"
+                    )
         else:
             lines.extend(self.frame_lines(row, m))
-        self.query_one("#detail-title", Static).update(Content.from_markup(f"{esc(title)} [$text-muted]· x raw bytes[/]"))
+        self.query_one("#detail-title", Static).update(
+            Content.from_markup(f"{esc(title)} [$text-muted]· x raw bytes[/]")
+        )
         self.query_one("#detail", Panel).show(Content.from_markup("\n".join(lines)), scroll="home")
 
     def frame_lines(self, row: Row, m: Moment | None) -> list[str]:
@@ -367,7 +437,10 @@ class RunScreen(Screen[None]):
         ex = row.exchange
         d = data.frame_detail(ex.index, row.idx) or {}
         view = self.query_one(TimelineView)
-        head = [f"[b]{esc(row.ref)}[/b] +{row.t - view.t0:.3f}s", f"{esc(d.get('transport'))} {esc(d.get('direction'))}"]
+        head = [
+            f"[b]{esc(row.ref)}[/b] +{row.t - view.t0:.3f}s",
+            f"{esc(d.get('transport'))} {esc(d.get('direction'))}",
+        ]
         if d.get("event_id") is not None:
             head.append(f"id {esc(d['event_id'])}")
         if d.get("event"):
@@ -375,17 +448,31 @@ class RunScreen(Screen[None]):
         fr = m.frame if m is not None else None
         state = fr.state if fr is not None else d.get("state")
         if state:
-            tone = "$text-error" if state in ("error", "after-terminal", "after-error", "unrouted", "wrong-session") else "$text-muted"
+            tone = (
+                "$text-error"
+                if state in ("error", "after-terminal", "after-error", "unrouted", "wrong-session")
+                else "$text-muted"
+            )
             head.append(f"[{tone}]{esc(state)}[/]")
         if d.get("start") is not None:
             head.append(f"[$text-muted]bytes {d['start']}–{d.get('end')}[/]")
         lines = ["  ".join(head)]
         err = d.get("error") or d.get("result_error")
         if fr is not None and fr.error is not None:
-            err = fr.error.to_json() if hasattr(fr.error, "to_json") else {"kind": "decode", "message": str(fr.error)}
+            err = (
+                fr.error.to_json()
+                if hasattr(fr.error, "to_json")
+                else {"kind": "decode", "message": str(fr.error)}
+            )
         if err:
-            where = f" at byte {err['offset']}" if isinstance(err, dict) and err.get("offset") is not None else ""
-            lines.append(f"[$text-error]✗ {esc(err.get('kind', 'error'))}{where}: {esc(err.get('message', ''))}[/]")
+            where = (
+                f" at byte {err['offset']}"
+                if isinstance(err, dict) and err.get("offset") is not None
+                else ""
+            )
+            lines.append(
+                f"[$text-error]✗ {esc(err.get('kind', 'error'))}{where}: {esc(err.get('message', ''))}[/]"
+            )
             if isinstance(err, dict) and err.get("excerpt"):
                 lines.append(f"  [$text-muted]{esc(err['excerpt'])}[/]")
         if self.raw:
@@ -394,8 +481,14 @@ class RunScreen(Screen[None]):
                 lines.append("[$text-muted]raw bytes[/]")
                 lines.append(esc(hexdump(raw)))
             else:
-                block = sse_block(d.get("event"), d.get("event_id"), d.get("text")) if d.get("transport") == "sse" else (d.get("text") or "")
-                lines.append("[$text-muted]bytes (the SSE event rebuilt from its stored fields, UTF-8)[/]")
+                block = (
+                    sse_block(d.get("event"), d.get("event_id"), d.get("text"))
+                    if d.get("transport") == "sse"
+                    else (d.get("text") or "")
+                )
+                lines.append(
+                    "[$text-muted]bytes (the SSE event rebuilt from its stored fields, UTF-8)[/]"
+                )
                 lines.append(esc(hexdump(block.encode("utf-8"))))
         else:
             text = d.get("text")
@@ -407,18 +500,35 @@ class RunScreen(Screen[None]):
                 lines.append("[$text-muted]facts → admission[/]")
                 for rec in fr.facts:
                     fj = _fact_json(rec.fact)
-                    lines.append("  " + fact_line(fj.get("kind", "?"), rec.result.accepted,
-                                                  None if rec.result.reason is None else rec.result.reason.value, rec.result.detail))
+                    lines.append(
+                        "  "
+                        + fact_line(
+                            fj.get("kind", "?"),
+                            rec.result.accepted,
+                            None if rec.result.reason is None else rec.result.reason.value,
+                            rec.result.detail,
+                        )
+                    )
                     lines.append(f"    [$text-muted]{esc(fact_brief(fj))}[/]")
             if fr.shadow:
                 stop = m.reader_stop if m is not None else None
                 where = f" at {ex.index}:{stop[1]}" if stop else ""
-                lines.append(f"[$text-error]never admitted: the reader had stopped{where} ({esc((stop or ('?',))[0])}), this output is lost to the UI[/]")
+                lines.append(
+                    f"[$text-error]never admitted: the reader had stopped{where} ({esc((stop or ('?',))[0])}), this output is lost to the UI[/]"
+                )
                 for f in fr.shadow:
                     lines.append(f"    [$text-error]{esc(fact_brief(_fact_json(f)))}[/]")
             if fr.unknown:
-                lines.append(f"[$text-muted]unknown event type {esc(fr.event_type)}: ignored (R2.4)[/]")
-            if not fr.facts and not fr.shadow and not err and fr.state == "admitted" and not fr.unknown:
+                lines.append(
+                    f"[$text-muted]unknown event type {esc(fr.event_type)}: ignored (R2.4)[/]"
+                )
+            if (
+                not fr.facts
+                and not fr.shadow
+                and not err
+                and fr.state == "admitted"
+                and not fr.unknown
+            ):
                 lines.append("[$text-muted]decoded to no facts[/]")
         elif d.get("facts") or d.get("shadow"):
             lines.append("[$text-muted]facts → admission[/]")
@@ -426,7 +536,9 @@ class RunScreen(Screen[None]):
                 lines.append("  " + fact_line(f["kind"], f["accepted"], f["reason"], f["detail"]))
                 lines.append(f"    [$text-muted]{esc(fact_brief(f.get('fact') or {}))}[/]")
             for f in d.get("shadow", []):
-                lines.append(f"  [$text-error]never admitted (reader stopped): {esc(fact_brief(f))}[/]")
+                lines.append(
+                    f"  [$text-error]never admitted (reader stopped): {esc(fact_brief(f))}[/]"
+                )
         mine = [f for f in self.findings if row.ref in f.frames]
         for f in mine:
             lines.append(f"[$text-error b]{esc(f.code)}[/] {esc(f.message)}")
@@ -516,7 +628,9 @@ class RunScreen(Screen[None]):
         if not self.playing:
             return
         if not self.settled:
-            self._play_timer = self.set_timer(0.02, self._play_step)  # wait for the snapshot to catch up
+            self._play_timer = self.set_timer(
+                0.02, self._play_step
+            )  # wait for the snapshot to catch up
             return
         view = self.query_one(TimelineView)
         view.cursor = view.cursor + 1
@@ -546,7 +660,9 @@ class RunScreen(Screen[None]):
     def action_export(self) -> None:
         from .dialogs import ExportScreen
 
-        self.app.push_screen(ExportScreen(self.run, len(self.timeline or []), self.findings, self.viewer.export_dir))
+        self.app.push_screen(
+            ExportScreen(self.run, len(self.timeline or []), self.findings, self.viewer.export_dir)
+        )
 
     def action_follow(self) -> None:
         self.follow = not self.follow
@@ -583,9 +699,3 @@ class RunScreen(Screen[None]):
         if self.moment is None:
             return ""
         return snapshot_content(self.moment.snapshot, self.run.run_id).plain
-
-    def detail_text(self) -> str:
-        return self.query_one("#detail", Panel).body.render().plain if hasattr(self.query_one("#detail", Panel).body.render(), "plain") else ""
-
-    def snapshot_json(self) -> str:
-        return json.dumps(self.moment.snapshot.to_json() if self.moment else None)

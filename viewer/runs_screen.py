@@ -21,7 +21,7 @@ from .widgets import FindingsList, RunsTable, VirtualList
 if TYPE_CHECKING:
     from .app import ViewerApp
 
-__all__ = ["RunsScreen", "STATUS_CYCLE", "parse_query", "matches"]
+__all__ = ["STATUS_CYCLE", "RunsScreen", "matches", "parse_query"]
 
 STATUS_CYCLE = ("", "problems", "failed", "outcome unknown", "running", "interrupted", "completed")
 
@@ -36,13 +36,17 @@ def parse_query(text: str) -> dict[str, Any]:
     for tok in tokens:
         key, sep, value = tok.partition(":")
         if sep and key.lower() in ("status", "is", "code") and value:
-            out["code" if key.lower() == "code" else "status"] = value.lower() if key.lower() != "code" else value.upper()
+            out["code" if key.lower() == "code" else "status"] = (
+                value.lower() if key.lower() != "code" else value.upper()
+            )
         else:
             out["words"].append(tok)
     return out
 
 
-def matches(run: RunInfo, q: dict[str, Any], findings: list[FindingInfo], text_hits: set[int] | None) -> bool:
+def matches(
+    run: RunInfo, q: dict[str, Any], findings: list[FindingInfo], text_hits: set[int] | None
+) -> bool:
     status = q["status"]
     if status:
         if status in ("problems", "problem", "bad"):
@@ -92,7 +96,10 @@ class RunsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="title", classes="title")
-        yield Input(placeholder="search ids, finding text, frame text · status:failed · code:CK101   (/ to focus)", id="query")
+        yield Input(
+            placeholder="search ids, finding text, frame text · status:failed · code:CK101   (/ to focus)",
+            id="query",
+        )
         yield RunsTable(id="runs")
         with Vertical(id="runs-findings-box"):
             yield Static("", id="findings-title", classes="subtitle")
@@ -117,7 +124,10 @@ class RunsScreen(Screen[None]):
         for f in data.findings():
             self.findings.setdefault((f.session_id, f.run_id), []).append(f)
         self.trace_findings = [f for f in self.findings.get((None, None), [])] + [
-            f for (sid, rid), fs in self.findings.items() if sid is not None and rid is None for f in fs
+            f
+            for (sid, rid), fs in self.findings.items()
+            if sid is not None and rid is None
+            for f in fs
         ]
         self.apply_filter(keep=current.key if current else None)
         self.update_title()
@@ -141,7 +151,9 @@ class RunsScreen(Screen[None]):
             hits = set().union(*known) if known else set()
         runs = [r for r in self.all_runs if matches(r, q, self.findings.get(r.key, []), hits)]
         if self.problems_first:
-            runs.sort(key=lambda r: (-(r.errors * 1000 + r.rejected * 10 + r.warnings), r.first_at or 0.0))
+            runs.sort(
+                key=lambda r: (-(r.errors * 1000 + r.rejected * 10 + r.warnings), r.first_at or 0.0)
+            )
         table = self.query_one(RunsTable)
         table.set_runs(runs, keep=keep)
         self.show_findings()
@@ -233,7 +245,11 @@ class RunsScreen(Screen[None]):
     def action_cycle_status(self) -> None:
         q = parse_query(self.query_one("#query", Input).value)
         cur = q["status"].replace("_", " ")
-        nxt = STATUS_CYCLE[(STATUS_CYCLE.index(cur) + 1) % len(STATUS_CYCLE)] if cur in STATUS_CYCLE else ""
+        nxt = (
+            STATUS_CYCLE[(STATUS_CYCLE.index(cur) + 1) % len(STATUS_CYCLE)]
+            if cur in STATUS_CYCLE
+            else ""
+        )
         self._set_token("status", nxt)
         self.notify(f"status filter: {nxt or 'all'}", timeout=2)
 
@@ -244,7 +260,12 @@ class RunsScreen(Screen[None]):
         nxt = cycle[(cycle.index(q["code"]) + 1) % len(cycle)] if q["code"] in cycle else ""
         self._set_token("code", nxt)
         if not codes:
-            self.notify("no finding codes in this trace" if self.viewer.analysed else "not analysed yet: press a", timeout=3)
+            self.notify(
+                "no finding codes in this trace"
+                if self.viewer.analysed
+                else "not analysed yet: press a",
+                timeout=3,
+            )
         else:
             self.notify(f"code filter: {nxt or 'all'}", timeout=2)
 

@@ -30,9 +30,11 @@ from textual.widgets import Static
 from .data import LRU, FindingInfo, Row, RunInfo, Timeline, TraceData
 from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter
 
-__all__ = ["VirtualList", "RunsTable", "TimelineView", "FindingsList", "Panel"]
+__all__ = ["FindingsList", "Panel", "RunsTable", "TimelineView", "VirtualList"]
 
-Column = tuple[str, int | None, str]  # (title, width or None for the flexible one, align "<" or ">")
+Column = tuple[
+    str, int | None, str
+]  # (title, width or None for the flexible one, align "<" or ">")
 
 
 class VirtualList(ScrollView, can_focus=True):
@@ -100,7 +102,9 @@ class VirtualList(ScrollView, can_focus=True):
 
     columns: ClassVar[Sequence[Column]] = ()
 
-    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._strips: LRU = LRU(512)
         self._count = 0
@@ -170,7 +174,9 @@ class VirtualList(ScrollView, can_focus=True):
         """Cells laid out in their columns (truncated with an ellipsis, padded), as segments."""
         out: list[Segment] = []
         style_of = self._style
-        for n, (cells, w, (_, _, align)) in enumerate(zip(cells_per_col, self._widths(width), self.columns)):
+        for n, (cells, w, (_, _, align)) in enumerate(
+            zip(cells_per_col, self._widths(width), self.columns)
+        ):
             col: list[Segment] = []
             used = 0
             for text, tone in cells:
@@ -216,7 +222,9 @@ class VirtualList(ScrollView, can_focus=True):
             if tone:
                 style = style + self._style(tone)
             if selected:
-                style = style + self.get_component_rich_style("vl--cursor" if self.has_focus else "vl--cursor-blur")
+                style = style + self.get_component_rich_style(
+                    "vl--cursor" if self.has_focus else "vl--cursor-blur"
+                )
             segments = Segment.apply_style(self._segments(self.row_cells(index), width), style)
             strip = Strip(segments).crop_extend(0, width, style)
             self._strips.put(key, strip)
@@ -396,7 +404,9 @@ class TimelineView(VirtualList):
         if row is None:
             return [[("?", "muted")], [], [], []]
         problem = row.problem
-        ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(problem or "", "muted")
+        ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(
+            problem or "", "muted"
+        )
         if row.idx < 0 or row.kind == "end":
             ref_tone = "primary" if row.kind == "request" else "muted"
         mark = "!" if problem else " "

@@ -3,6 +3,7 @@ apps driven headless, and a helper to wait for background work."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -36,21 +37,40 @@ def corpus_trace(folder: Path, name: str, *, check: bool = False) -> Path:
     return path
 
 
-def long_trace(path: Path, frames: int, *, session: str = "s1", run: str = "r1", done: bool = True) -> Path:
+def long_trace(
+    path: Path, frames: int, *, session: str = "s1", run: str = "r1", done: bool = True
+) -> Path:
     """One myproto run of ``frames`` frames, written straight into a store."""
     rows = []
     t = 100.0
     for i in range(frames):
-        data = {"type": "started", "run": run} if i == 0 else {"type": "done"} if i == frames - 1 and done else {"type": "text", "text": f"w{i} "}
+        data = (
+            {"type": "started", "run": run}
+            if i == 0
+            else {"type": "done"}
+            if i == frames - 1 and done
+            else {"type": "text", "text": f"w{i} "}
+        )
         t += 0.01
         rows.append(Frame(0, i, "sse", "in", json.dumps(data), None, None, f"e{i}", None, None, t))
     with TraceStore(path, create=True) as store:
         store.set_meta("protocol", "myproto")
         store.set_meta("capabilities", CAPABILITIES)
         store.add_exchange(
-            Exchange(0, "POST", f"http://backend/sessions/{session}/runs", started_at=100.0, ended_at=t + 0.01,
-                     request_body=json.dumps({"text": "go", "runId": run}).encode(), status=200, transport="sse",
-                     end="complete", capability="run", session_id=session, run_id=run),
+            Exchange(
+                0,
+                "POST",
+                f"http://backend/sessions/{session}/runs",
+                started_at=100.0,
+                ended_at=t + 0.01,
+                request_body=json.dumps({"text": "go", "runId": run}).encode(),
+                status=200,
+                transport="sse",
+                end="complete",
+                capability="run",
+                session_id=session,
+                run_id=run,
+            ),
             with_frames=False,
         )
         store.add_frames(rows)
@@ -74,7 +94,21 @@ def combined_trace(path: Path, names: list[str], *, check: bool = False) -> Path
                 if ex.ended_at is not None:
                     ex.ended_at += shift
                 ex.frames = [
-                    Frame(n, f.index, f.transport, f.direction, f.text, f.raw, f.event, f.event_id, f.start, f.end, f.at + shift, f.error, f.data_offsets)
+                    Frame(
+                        n,
+                        f.index,
+                        f.transport,
+                        f.direction,
+                        f.text,
+                        f.raw,
+                        f.event,
+                        f.event_id,
+                        f.start,
+                        f.end,
+                        f.at + shift,
+                        f.error,
+                        f.data_offsets,
+                    )
                     for f in ex.frames
                 ]
                 store.add_exchange(ex)
@@ -95,15 +129,15 @@ def traces(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+async def wait_for(
+    pilot, condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition"
+) -> None:  # type: ignore[no-untyped-def]
     """Let the app run until ``condition()`` holds (workers post their results)."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
+        with contextlib.suppress(Exception):  # not mounted yet
             if condition():
                 return
-        except Exception:  # noqa: BLE001 - not mounted yet
-            pass
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await pilot.pause(0.02)
@@ -122,4 +156,3 @@ async def ready(pilot) -> None:  # type: ignore[no-untyped-def]
 
     await wait_for(pilot, settled, what="the snapshot at the cursor")
     await pilot.pause()
-

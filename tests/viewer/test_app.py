@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from chatkit_trace.store import TraceStore
 from chatkit_trace.viewer import ViewerApp
 from chatkit_trace.viewer.dialogs import DiffScreen, ExportScreen, HelpScreen
 from chatkit_trace.viewer.run_screen import RunScreen
 from chatkit_trace.viewer.runs_screen import RunsScreen
 from chatkit_trace.viewer.widgets import FindingsList, RunsTable, TimelineView
+
+from chatkit_trace.store import TraceStore
 from chatkit_trace.wire import Frame
 
 from .conftest import long_trace, ready, wait_for
@@ -32,7 +32,9 @@ async def test_terminal_sealed_story_jumps_to_the_decisive_frame(traces):
         await ready(pilot)
         assert app.analysed
         runs = app.screen.query_one(RunsTable)
-        assert [(r.run_id, r.status, r.errors, r.codes) for r in runs.runs] == [("r1", "completed", 1, ("CK101",))]
+        assert [(r.run_id, r.status, r.errors, r.codes) for r in runs.runs] == [
+            ("r1", "completed", 1, ("CK101",))
+        ]
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         screen = app.screen
@@ -133,7 +135,10 @@ async def test_stop_request_is_a_row_of_the_timeline(traces):
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await ready(pilot)
         screen = app.screen
-        rows = [screen.query_one(TimelineView).get_row(i) for i in range(screen.query_one(TimelineView).row_count())]
+        rows = [
+            screen.query_one(TimelineView).get_row(i)
+            for i in range(screen.query_one(TimelineView).row_count())
+        ]
         assert [r.exchange.capability for r in rows if r.kind == "request"] == ["run", "abort"]
         await pilot.press("n")
         await ready(pilot)
@@ -153,7 +158,23 @@ async def test_filters_status_code_and_search(traces, tmp_path):
             _, exchanges, _ = load_case(CORPUS / f"{name}.json")
             for ex in exchanges:
                 ex.index, ex.session_id = n, sid
-                ex.frames = [Frame(n, f.index, f.transport, f.direction, f.text, f.raw, f.event, f.event_id, f.start, f.end, f.at + 100 * n, f.error) for f in ex.frames]
+                ex.frames = [
+                    Frame(
+                        n,
+                        f.index,
+                        f.transport,
+                        f.direction,
+                        f.text,
+                        f.raw,
+                        f.event,
+                        f.event_id,
+                        f.start,
+                        f.end,
+                        f.at + 100 * n,
+                        f.error,
+                    )
+                    for f in ex.frames
+                ]
                 ex.started_at += 100 * n
                 if ex.ended_at:
                     ex.ended_at += 100 * n
@@ -199,7 +220,9 @@ async def test_search_by_frame_text(traces):
 
 
 async def test_raw_bytes_help_export_theme(traces, tmp_path):
-    app = ViewerApp(traces("CK101-direct", check=True), poll=0, session="s1", run="r1", export_dir=tmp_path)
+    app = ViewerApp(
+        traces("CK101-direct", check=True), poll=0, session="s1", run="r1", export_dir=tmp_path
+    )
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await ready(pilot)
@@ -208,7 +231,11 @@ async def test_raw_bytes_help_export_theme(traces, tmp_path):
         await ready(pilot)
         await pilot.press("x")
         detail = screen.query_one("#detail").body.render().plain
-        assert "00000000" in detail and "data: {" in detail.replace("\n", " ") or "64 61 74 61" in detail
+        assert (
+            "00000000" in detail
+            and "data: {" in detail.replace("\n", " ")
+            or "64 61 74 61" in detail
+        )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -222,7 +249,9 @@ async def test_raw_bytes_help_export_theme(traces, tmp_path):
         else:
             await pilot.press("enter")
             await wait_for(pilot, lambda: export.written is not None, what="the export")
-            assert export.written == tmp_path / "CK101-direct-s1-r1.chatkit.json", export.query_one("#export-text").render().plain
+            assert export.written == tmp_path / "CK101-direct-s1-r1.chatkit.json", (
+                export.query_one("#export-text").render().plain
+            )
             assert json.loads(export.written.read_text())
         await pilot.press("escape")
         assert app.screen is screen
@@ -285,7 +314,24 @@ async def test_live_tail_follows_new_frames(tmp_path):
         await pilot.press("end")
         await ready(pilot)
         with TraceStore(path) as writer:
-            writer.add_frames([Frame(0, 20 + i, "sse", "in", json.dumps({"type": "text", "text": f"new{i}"}), None, None, f"n{i}", None, None, 200.0 + i) for i in range(3)])
+            writer.add_frames(
+                [
+                    Frame(
+                        0,
+                        20 + i,
+                        "sse",
+                        "in",
+                        json.dumps({"type": "text", "text": f"new{i}"}),
+                        None,
+                        None,
+                        f"n{i}",
+                        None,
+                        None,
+                        200.0 + i,
+                    )
+                    for i in range(3)
+                ]
+            )
         await wait_for(pilot, lambda: view.row_count() == rows + 3, what="new frames")
         assert app.live
         await ready(pilot)
@@ -329,12 +375,21 @@ def test_analysis_writes_back_or_to_a_side_database(traces, tmp_path, write_back
 
     path = traces("CK105")
     steps: list[str] = []
-    result = analyse(path, write_back=write_back, side_dir=tmp_path, progress=lambda what, frac: steps.append(what))
+    result = analyse(
+        path,
+        write_back=write_back,
+        side_dir=tmp_path,
+        progress=lambda what, frac: steps.append(what),
+    )
     assert result is not None and result.findings >= 1
     assert steps[0] == "reading frames" and steps[-1] == "writing derived tables"
     data = TraceData(path, result.derived_path)
     assert (result.derived_path is None) == write_back
-    assert data.has_derived() and [f.code for f in data.findings()] and data.runs()[0].status == "running"
+    assert (
+        data.has_derived()
+        and [f.code for f in data.findings()]
+        and data.runs()[0].status == "running"
+    )
     assert TraceData(path).has_derived() == write_back
 
 
@@ -342,7 +397,9 @@ async def test_mouse_selects_rows_and_opens_runs(traces):
     app = ViewerApp(traces("CK101-direct", check=True), poll=0)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        await pilot.click("#runs", offset=(5, 1), times=2)  # double-click the first run (line 0 is the header)
+        await pilot.click(
+            "#runs", offset=(5, 1), times=2
+        )  # double-click the first run (line 0 is the header)
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
         await ready(pilot)
         screen = app.screen

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
+from chatkit_trace.viewer.replay import SessionReplayer
 
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
-from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
-from chatkit_trace.viewer.replay import SessionReplayer
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace, long_trace
@@ -38,24 +38,41 @@ def test_timelines_follow_the_replay_and_hold_every_decisive_frame(tmp_path, nam
         keys = [row_key(r) for r in rows]
         assert keys == sorted(keys) and len(set(keys)) == len(keys)
         # every frame the pipeline gave this run is a row
-        mine = {(fr.exchange_index, fr.frame_index) for fr in rep.frames if (fr.session_id, fr.run_id) == run.key}
+        mine = {
+            (fr.exchange_index, fr.frame_index)
+            for fr in rep.frames
+            if (fr.session_id, fr.run_id) == run.key
+        }
         assert mine <= {(r.exchange.index, r.idx) for r in rows}
         for f in findings:
             e, i = parse_ref(f.decisive)
             row = tl.find(e, i)
             assert row is not None, f"{f.code} {f.decisive} not in the timeline of {run.key}"
         # the session replay reaches exactly each row (its moments are the rows' moments)
-        rp = SessionReplayer(data, run.session_for_replay, loaded.adapter, loaded.capabilities, every=2)
+        rp = SessionReplayer(
+            data, run.session_for_replay, loaded.adapter, loaded.capabilities, every=2
+        )
         for r in rows:
             m = rp.moment(row_key(r))
             assert m is not None and m.key == row_key(r)
             if r.idx not in (START,) and r.kind == "frame":
-                assert m.frame is not None and (m.frame.exchange_index, m.frame.frame_index) == (r.exchange.index, r.idx)
+                assert m.frame is not None and (m.frame.exchange_index, m.frame.frame_index) == (
+                    r.exchange.index,
+                    r.idx,
+                )
         final = rp.moment(row_key(rows[-1])).snapshot
         times = [fr.at for fr in rep.frames if fr.session_id == run.session_id]
-        if run.key in core_runs and run.session_id in rep.sessions and times and rows[-1].t >= max(times):
+        if (
+            run.key in core_runs
+            and run.session_id in rep.sessions
+            and times
+            and rows[-1].t >= max(times)
+        ):
             # the last row is the session's last event: the state check reached
-            assert final.run(run.run_id).status == rep.sessions[run.session_id].core.snapshot.run(run.run_id).status
+            assert (
+                final.run(run.run_id).status
+                == rep.sessions[run.session_id].core.snapshot.run(run.run_id).status
+            )
 
 
 @pytest.mark.parametrize("name", ["CK404", "CK101-subscription", "CK201", "CK106", "clean-myproto"])
@@ -69,7 +86,9 @@ def test_snapshots_from_checkpoints_equal_a_straight_replay(tmp_path, name):
         while straight.extend(1000):
             pass
         expected = {k: m.snapshot.to_json() for k, m in straight.cache.items()}
-        rp = SessionReplayer(data, sid, loaded.adapter, loaded.capabilities, every=2, max_checkpoints=3, cache_size=2)
+        rp = SessionReplayer(
+            data, sid, loaded.adapter, loaded.capabilities, every=2, max_checkpoints=3, cache_size=2
+        )
         while rp.extend(3):
             pass
         assert len(rp.checkpoints) <= 3
@@ -87,7 +106,9 @@ def test_a_long_run_costs_bounded_memory(tmp_path):
     (run,) = data.runs()
     tl = data.timeline(run)
     assert len(tl) == 3002 and len(tl.segments) == 3  # request, 3000 frames in one segment, end
-    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities, every=64, max_checkpoints=8, cache_size=100)
+    rp = SessionReplayer(
+        data, "s1", loaded.adapter, loaded.capabilities, every=64, max_checkpoints=8, cache_size=100
+    )
     while rp.extend(500):
         pass
     assert len(rp.checkpoints) <= 8 and len(rp.cache) <= 100

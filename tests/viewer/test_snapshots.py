@@ -20,7 +20,9 @@ WIDE = (140, 36)
 
 def test_runs_screen(snap_compare, tmp_path: Path):
     """Sessions and runs of several cases: status, connection, counts, codes; the first run's findings."""
-    path = combined_trace(tmp_path / "cases.db", ["clean-myproto", "CK101-direct", "CK102", "CK105", "CK404"])
+    path = combined_trace(
+        tmp_path / "cases.db", ["clean-myproto", "CK101-direct", "CK102", "CK105", "CK404"]
+    )
     app = ViewerApp(path, poll=0)
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
