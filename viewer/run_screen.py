@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,6 +19,7 @@ from textual.worker import get_current_worker
 from .data import (
     END,
     START,
+    FactCell,
     FindingInfo,
     Row,
     RunInfo,
@@ -150,6 +152,7 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one(TimelineView).fill = self._fill_from_replay
         self.load()
         if self.initial_finding is not None:
             self.jump_to_finding(self.initial_finding)
@@ -322,6 +325,8 @@ class RunScreen(Screen[None]):
 
     def show_moment(self, index: int, row: Row, m: Moment) -> None:
         self.moment, self.moment_row = m, index
+        if not self.viewer.analysed:
+            self.query_one(TimelineView).repaint()  # rows replayed since show their facts
         view = self.query_one(TimelineView)
         dt = row.t - view.t0
         self.query_one("#snap-title", Static).update(
@@ -334,6 +339,35 @@ class RunScreen(Screen[None]):
             messages_content(m.snapshot, self.run.run_id), scroll="end"
         )
         self.show_detail(row, m)
+
+    def _fill_from_replay(self, row: Row) -> Row | None:
+        """A row's facts and results from the replay, while the trace has no derived tables."""
+        m = self.replayer.cached(row_key(row)) if self.replayer is not None else None
+        if m is None or m.frame is None:
+            return None
+        fr = m.frame
+        facts = [
+            FactCell(
+                rec.fact.kind,
+                rec.result.accepted,
+                None if rec.result.reason is None else rec.result.reason.value,
+                rec.result.detail,
+            )
+            for rec in fr.facts
+        ]
+        err = fr.error
+        error = (
+            None
+            if err is None
+            else (
+                err.to_json()
+                if hasattr(err, "to_json")
+                else {"kind": "decode", "message": str(err)}
+            )
+        )
+        return dataclasses.replace(
+            row, state=fr.state, facts=facts, shadow=len(fr.shadow), result_error=error
+        )
 
     @property
     def settled(self) -> bool:

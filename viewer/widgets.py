@@ -11,7 +11,7 @@ double-click post :class:`VirtualList.Selected`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len, set_cell_size
@@ -151,6 +151,11 @@ class VirtualList(ScrollView, can_focus=True):
         self.refresh()
 
     def on_blur(self) -> None:
+        self._strips.clear()
+        self.refresh()
+
+    def repaint(self) -> None:
+        """Render the visible rows again (their data changed)."""
         self._strips.clear()
         self.refresh()
 
@@ -383,6 +388,8 @@ class TimelineView(VirtualList):
         self.data: TraceData | None = None
         self.timeline: Timeline | None = None
         self.t0 = 0.0
+        #: facts for a row the derived tables do not have yet (from the replay), or None
+        self.fill: Callable[[Row], Row | None] | None = None
 
     def set_timeline(self, data: TraceData, timeline: Timeline) -> None:
         self.data = data
@@ -403,6 +410,13 @@ class TimelineView(VirtualList):
         row = self.get_row(index)
         if row is None:
             return [[("?", "muted")], [], [], []]
+        if (
+            row.facts is None
+            and row.state is None
+            and row.kind == "frame"
+            and self.fill is not None
+        ):
+            row = self.fill(row) or row
         problem = row.problem
         ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(
             problem or "", "muted"

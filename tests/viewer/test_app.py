@@ -408,3 +408,18 @@ async def test_mouse_selects_rows_and_opens_runs(traces):
         view = screen.query_one(TimelineView)
         assert view.cursor == 4 and view.get_row(4).ref == "0:3"
         assert "Hello world" in screen.describe_moment()
+
+
+async def test_rows_show_facts_from_the_replay_before_analysis(tmp_path):
+    path = long_trace(tmp_path / "raw.db", 30)
+    app = ViewerApp(path, poll=0, analyse="never")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+        await ready(pilot)
+        screen = app.screen
+        view = screen.query_one(TimelineView)
+        assert view.get_row(2).facts is None  # no derived tables
+        await pilot.press("down", "down", "down")
+        await ready(pilot)
+        assert [c[0] for c in view.row_cells(2)[2]] == ["message ✓"]
