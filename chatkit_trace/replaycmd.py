@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-__all__ = ["add_parser", "run", "expand"]
+__all__ = ["add_parser", "expand", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
