@@ -278,7 +278,7 @@ class ViewerApp(App[None]):
                 self.data.invalidate()
             self.analysed = True
             self.findings_known = True
-            self.reload_screens()
+            self.reload_screens(derived=True)
         self.refresh_titles()
 
     # -- live tail -------------------------------------------------------------------------
@@ -332,7 +332,7 @@ class ViewerApp(App[None]):
             return
         self.start_analysis(force=True)
 
-    def reload_screens(self) -> None:
+    def reload_screens(self, *, derived: bool = False) -> None:
         from .run_screen import RunScreen
         from .runs_screen import RunsScreen
 
@@ -340,7 +340,7 @@ class ViewerApp(App[None]):
             if isinstance(screen, RunsScreen):
                 screen.refresh_runs()
             elif isinstance(screen, RunScreen):
-                screen.trace_changed()
+                screen.trace_changed(derived=derived)
 
     # -- titles ------------------------------------------------------------------------------
 

@@ -522,6 +522,27 @@ class TraceData:
         )
         return 0 if row[0] is None else row[0] + 1
 
+    def session_signature(self, session_id: str) -> tuple[Any, ...]:
+        """Changes when the session's exchanges or frames change (live tail)."""
+        c = self.conn()
+        where = (
+            "(session_id IS NULL OR session_id = ?)"
+            if session_id == DEFAULT_SESSION
+            else "session_id = ?"
+        )
+        rows = c.execute(
+            f"SELECT id, status, end, ended_at, run_id FROM exchanges WHERE {where} ORDER BY id",
+            [session_id],
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        frames = 0
+        if ids:
+            marks = ",".join("?" for _ in ids)
+            frames = c.execute(
+                f"SELECT COUNT(*) FROM frames WHERE exchange_id IN ({marks})", ids
+            ).fetchone()[0]
+        return (tuple(rows), frames)
+
     def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
         if session_id == DEFAULT_SESSION:
             return self.exchanges(

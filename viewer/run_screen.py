@@ -131,6 +131,7 @@ class RunScreen(Screen[None]):
         self.follow = False
         self._play_timer: Any = None
         self.replay_error: str | None = None
+        self._signature: tuple[Any, ...] | None = None
 
     @property
     def viewer(self) -> ViewerApp:
@@ -152,6 +153,7 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._signature = self.viewer.data.session_signature(self.run.session_for_replay)
         self.query_one(TimelineView).fill = self._fill_from_replay
         self.load()
         if self.initial_finding is not None:
@@ -164,6 +166,10 @@ class RunScreen(Screen[None]):
         data = self.viewer.data
         self.findings = data.findings(self.run.session_id, self.run.run_id)
         refs = [r for f in self.findings for r in f.frames]
+        if self.initial_finding is not None:
+            refs += (
+                self.initial_finding.frames
+            )  # e.g. a trace-wide finding opened from the runs screen
         self.timeline = data.timeline(self.run, refs)
         view = self.query_one(TimelineView)
         old = view.cursor
@@ -713,12 +719,18 @@ class RunScreen(Screen[None]):
         if self.replayer is not None:
             self.replayer.wake()
 
-    def trace_changed(self) -> None:
-        """The trace grew (live tail): reload rows, keep the cursor (or follow the end)."""
+    def trace_changed(self, *, derived: bool = False) -> None:
+        """The trace grew (live tail) or was analysed (``derived``): reload rows, keep the
+        cursor (or follow the end).  Nothing to do when this run's session did not change."""
         try:
             view = self.query_one(TimelineView)
         except NoMatches:
             return
+        signature = self.viewer.data.session_signature(self.run.session_for_replay)
+        if not derived and signature == self._signature:
+            self.update_title()
+            return
+        self._signature = signature
         at_end = view.cursor >= view.row_count() - 1
         if at_end and self.viewer.live:
             self.follow = True

@@ -140,6 +140,7 @@ class RunsScreen(Screen[None]):
         title.update(self.viewer.title_line(self.all_runs))
 
     def apply_filter(self, keep: tuple[str, str] | None = None) -> None:
+        table = self.query_one(RunsTable)
         q = parse_query(self.query_one("#query", Input).value)
         words = [w for w in q["words"] if len(w) >= 3]
         hits: set[int] | None = None
@@ -150,6 +151,15 @@ class RunsScreen(Screen[None]):
             known = [self.text_hits[w] for w in words if w in self.text_hits]
             hits = set().union(*known) if known else set()
         runs = [r for r in self.all_runs if matches(r, q, self.findings.get(r.key, []), hits)]
+        if not self.all_runs:
+            waiting = (
+                " yet: new ones appear as the recorder writes them" if self.viewer.live else ""
+            )
+            table.empty_text = (
+                f"no run in this trace{waiting} (no exchange matched a run route of the profile)"
+            )
+        elif not runs:
+            table.empty_text = "no run matches the filter (Esc clears it)"
         if self.problems_first:
             runs.sort(
                 key=lambda r: (-(r.errors * 1000 + r.rejected * 10 + r.warnings), r.first_at or 0.0)

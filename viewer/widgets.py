@@ -101,6 +101,8 @@ class VirtualList(ScrollView, can_focus=True):
             return self.list
 
     columns: ClassVar[Sequence[Column]] = ()
+    #: shown when there is no row
+    empty_text = ""
 
     def __init__(
         self, *, name: str | None = None, id: str | None = None, classes: str | None = None
@@ -217,6 +219,9 @@ class VirtualList(ScrollView, can_focus=True):
             return strip.apply_style(style)
         index = self.scroll_offset.y + y - 1
         if index >= self._count:
+            if self._count == 0 and y == 1 and self.empty_text:
+                text = Segment(" " + self.empty_text, self._style("muted"))
+                return Strip([text]).crop_extend(0, width, base).apply_style(base)
             return Strip.blank(width, base)
         selected = index == self.cursor
         key = (index, width, selected, self.has_focus)
@@ -435,6 +440,8 @@ class TimelineView(VirtualList):
 
 class FindingsList(VirtualList):
     """A run's findings (or the trace's): severity, code, decisive frame, message."""
+
+    empty_text = "none"
 
     columns = (
         ("", 1, "<"),
