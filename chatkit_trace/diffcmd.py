@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         loaded.close()
     ctx = Context(rep, {e.index: e for e in exchanges}, loaded.adapter)
-    console = Console(file=sys.stdout)
+    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
     shown = 0
     for c in _comparisons(ctx):
         sid, run_id, h, live, hist = c.session_id, c.run_id, c.history, c.live, c.seen

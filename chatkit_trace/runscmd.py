@@ -85,5 +85,5 @@ def run(args: argparse.Namespace) -> int:
             r["session"], r["run"], f"[{c}]{r['status']}[/{c}]" if c else r["status"], r["origin"], r["connection"],
             f"{r['duration_s']:.2f}s", str(r["frames"]), str(r["rejected"]), findings,
         )
-    Console(file=sys.stdout).print(table)
+    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)
     return 0

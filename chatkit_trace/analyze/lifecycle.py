@@ -173,7 +173,8 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
             for o in ctx.exchange_records()
         )
         last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
-        after = f"; later settled by {settled}" if settled else ("; a resume followed" if resumed else "; nothing settled it")
+        how = {"fact": "a later stream concluded it", "history": "a later history read settled it", "status": "a later status read settled it"}
+        after = f"; {how.get(settled, 'it was settled later')}" if settled else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
         yield make_finding(
             "CK103",
             session_id=ex.session_id,
