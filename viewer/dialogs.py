@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -13,14 +13,14 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
-from .data import FindingInfo, RunInfo
+from .data import FindingInfo, RunInfo, row_key
 from .diff import Comparison, comparisons, describe, side_by_side
 from .render import esc
 
 if TYPE_CHECKING:
     from .app import ViewerApp
 
-__all__ = ["HELP", "DiffScreen", "ExportScreen", "HelpScreen"]
+__all__ = ["HELP", "DetailScreen", "DiffScreen", "ExportScreen", "HelpScreen"]
 
 
 class DiffScreen(Screen[None]):
@@ -113,6 +113,62 @@ class DiffScreen(Screen[None]):
         self.app.pop_screen()
 
 
+class DetailScreen(Screen[None]):
+    """The selected timeline row in full, with room for long frames (Enter on the timeline)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter", "dismiss", "back"),
+        Binding("x", "raw", "raw bytes"),
+        Binding("up,k", "step(-1)", "previous row"),
+        Binding("down,j", "step(1)", "next row"),
+    ]
+
+    def __init__(self, run_screen: Any) -> None:
+        super().__init__(id="detail-screen")
+        self.run_screen = run_screen
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="detail-full-title", classes="title")
+        with VerticalScroll(id="detail-full"):
+            yield Static("", id="detail-full-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.render_detail()
+
+    def render_detail(self) -> None:
+        from .widgets import TimelineView
+
+        rs = self.run_screen
+        view = rs.query_one(TimelineView)
+        row = view.get_row(view.cursor)
+        if row is None:
+            return
+        m = rs.replayer.cached(row_key(row)) if rs.replayer is not None else None
+        title, body = rs.detail(row, m)
+        raw = " · raw bytes" if rs.raw else ""
+        self.query_one("#detail-full-title", Static).update(
+            Content.from_markup(
+                f"[b]{esc(title)}[/b] [$text-muted]· session {esc(rs.run.session_id)} · run {esc(rs.run.run_id)}{raw}[/]"
+            )
+        )
+        self.query_one("#detail-full-body", Static).update(body)
+
+    def action_raw(self) -> None:
+        self.run_screen.action_raw()
+        self.render_detail()
+
+    def action_step(self, delta: int) -> None:
+        from .widgets import TimelineView
+
+        view = self.run_screen.query_one(TimelineView)
+        view.cursor = view.cursor + delta
+        self.call_after_refresh(self.render_detail)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.app.pop_screen()
+
+
 #: (section, [(keys, what)]) for the help screen.
 HELP: list[tuple[str, list[tuple[str, str]]]] = [
     (
@@ -139,6 +195,7 @@ HELP: list[tuple[str, list[tuple[str, str]]]] = [
             ("n  N", "next / previous finding: jump to its decisive frame"),
             ("Space", "play / pause at the recorded pace"),
             ("+  -", "faster / slower: 1×, 2×, 5×, 10×, 50×, max"),
+            ("Enter", "the selected row in full (↑ ↓ move, x raw bytes, Esc back)"),
             ("x", "raw bytes of the selected frame"),
             ("d", "live vs history, side by side, differences highlighted"),
             ("e", "export the run as a conformance fixture"),

@@ -389,6 +389,14 @@ class RunScreen(Screen[None]):
     # -- the detail panel ----------------------------------------------------------------------
 
     def show_detail(self, row: Row, m: Moment | None) -> None:
+        title, body = self.detail(row, m)
+        self.query_one("#detail-title", Static).update(
+            Content.from_markup(f"{esc(title)} [$text-muted]· x raw bytes · enter full view[/]")
+        )
+        self.query_one("#detail", Panel).show(body, scroll="home")
+
+    def detail(self, row: Row, m: Moment | None) -> tuple[str, Content]:
+        """The selected row in full: (title, body)."""
         data = self.viewer.data
         ex = row.exchange
         lines: list[str] = []
@@ -467,10 +475,13 @@ class RunScreen(Screen[None]):
                     )
         else:
             lines.extend(self.frame_lines(row, m))
-        self.query_one("#detail-title", Static).update(
-            Content.from_markup(f"{esc(title)} [$text-muted]· x raw bytes[/]")
-        )
-        self.query_one("#detail", Panel).show(Content.from_markup("\n".join(lines)), scroll="home")
+        return title, Content.from_markup("\n".join(lines))
+
+    @on(VirtualList.Selected, "#timeline")
+    def _row_selected(self, event: VirtualList.Selected) -> None:
+        from .dialogs import DetailScreen
+
+        self.app.push_screen(DetailScreen(self))
 
     def frame_lines(self, row: Row, m: Moment | None) -> list[str]:
         data = self.viewer.data
