@@ -9,7 +9,7 @@ from small indexed queries:
 * the run list from the derived ``runs`` and ``findings`` tables, or, before
   a trace has been analysed, from ``exchanges`` grouped by run (one index
   seek per exchange for its frame count);
-* a run's timeline is a :class:`Timeline`: the run's rows in the order the
+* a run's timeline (:mod:`.timeline`) holds the run's rows in the order the
   pipeline replays them (request start, frames, end of stream; key
   ``(t, exchange, kind, frame)``) compressed into *segments* of consecutive
   frames of one exchange, so random access is a bisect and memory is
@@ -28,12 +28,14 @@ import json
 import os
 import sqlite3
 import threading
-from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .timeline import Timeline
 
 __all__ = [
     "END",
@@ -44,10 +46,10 @@ __all__ = [
     "FindingInfo",
     "Row",
     "RunInfo",
-    "Timeline",
     "TraceData",
     "display_status",
     "parse_ref",
+    "row_key",
 ]
 
 #: Frame index of an exchange's "request" row and of its "end of stream" row.
@@ -285,93 +287,15 @@ def _exchange(row: Sequence[Any]) -> ExchangeInfo:
     )
 
 
+def row_key(row: Row) -> tuple[float, int, int, int]:
+    """The row's place in the session's replay order (see :mod:`.replay`)."""
+    kind = 0 if row.idx == START else 2 if row.idx == END else 1
+    return (row.t, row.exchange.index, kind, row.idx)
+
+
 def frame_t(at: float | None, started_at: float) -> float:
     """A frame's place in time, as the pipeline orders it."""
     return max(at, started_at) if at else started_at
-
-
-# --------------------------------------------------------------------------- timeline
-
-
-class Timeline:
-    """The rows of one run in replay order, as segments ``(exchange, first, count)``.
-
-    ``first`` is a frame index, or :data:`START` / :data:`END` (count 1).
-    ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
-    """
-
-    def __init__(
-        self,
-        session_id: str,
-        run_id: str,
-        segments: list[tuple[int, int, int]],
-        keys: list[tuple[float, int, int, int]],
-        exchanges: dict[int, ExchangeInfo],
-    ) -> None:
-        self.session_id = session_id
-        self.run_id = run_id
-        self.segments = segments
-        self.seg_keys = keys
-        self.exchanges = exchanges
-        self.offsets: list[int] = []
-        n = 0
-        for _, _, count in segments:
-            self.offsets.append(n)
-            n += count
-        self.length = n
-
-    def __len__(self) -> int:
-        return self.length
-
-    def locate(self, row: int) -> tuple[int, int]:
-        """(exchange, frame index) of row ``row``."""
-        if not 0 <= row < self.length:
-            raise IndexError(row)
-        s = bisect_right(self.offsets, row) - 1
-        ex, first, _ = self.segments[s]
-        if first in (START, END):
-            return ex, first
-        return ex, first + (row - self.offsets[s])
-
-    def find(self, exchange: int, idx: int) -> int | None:
-        """The row of frame ``idx`` of ``exchange`` (START/END for the special rows), or None."""
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex != exchange:
-                continue
-            if first in (START, END):
-                if first == idx:
-                    return self.offsets[s]
-            elif first <= idx < first + count:
-                return self.offsets[s] + idx - first
-        return None
-
-    def nearest(self, exchange: int, idx: int) -> int | None:
-        """Like :meth:`find`, falling back to the exchange's nearest row."""
-        row = self.find(exchange, idx)
-        if row is not None:
-            return row
-        best = None
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex == exchange:
-                if first == START or (idx != START and first not in (START, END) and first <= idx):
-                    best = self.offsets[s] + (
-                        0 if first in (START, END) else min(count - 1, idx - first)
-                    )
-                elif best is None:
-                    best = self.offsets[s]
-        return best
-
-    def pieces(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
-        """``(row, exchange, first, count)`` covering rows ``[start, stop)``."""
-        stop = min(stop, self.length)
-        row = start
-        while row < stop:
-            s = bisect_right(self.offsets, row) - 1
-            ex, first, count = self.segments[s]
-            off = row - self.offsets[s]
-            n = min(count - off, stop - row)
-            yield row, ex, (first if first in (START, END) else first + off), n
-            row += n
 
 
 # --------------------------------------------------------------------------- the trace
@@ -750,99 +674,13 @@ class TraceData:
     # -- timeline ---------------------------------------------------------------------
 
     def timeline(self, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
-        """The rows of ``run``: its exchanges' requests, frames and stream ends,
-        the stop, history and status requests of its session while it was
-        current, and any row its findings point at, in replay order."""
-        sid, rid = run.session_id, run.run_id
-        session = self.session_exchanges(run.session_for_replay)
-        by_id = {ex.index: ex for ex in session}
-        own = [i for i in run.exchanges if i in by_id]
-        if not own:
-            own = [ex.index for ex in session if ex.run_id == rid]
-        own_set = set(own)
-        run_starts = sorted(
-            (ex.started_at, ex.index)
-            for ex in session
-            if ex.capability in ("run", "regenerate", "edit")
-        )
-        first = min((by_id[i].started_at for i in own), default=0.0)
-        later = [
-            t for t, i in run_starts if t > first and i not in own_set and by_id[i].run_id != rid
-        ]
-        horizon = later[0] if later else float("inf")
-        chosen: dict[int, str] = {}  # exchange -> how it belongs: own | point
-        for i in own:
-            chosen[i] = "own"
-        for ex in session:
-            if ex.index in chosen:
-                continue
-            if (
-                ex.capability == "abort"
-                and ex.run_id == rid
-                or ex.capability == "status"
-                and ex.run_id == rid
-                or ex.capability in ("history", "status", "abort")
-                and first <= ex.started_at < horizon
-                and ex.run_id in (None, rid)
-            ):
-                chosen[ex.index] = "point"
-        extra_frames: dict[int, set[int]] = {}
-        for ref in extra_refs:
-            try:
-                e, i = parse_ref(ref)
-            except ValueError:
-                continue
-            if e in chosen and chosen[e] == "own":
-                if i != START:
-                    extra_frames.setdefault(e, set()).add(
-                        i
-                    )  # a subscription's frame routed elsewhere
-                continue
-            ex = by_id.get(e) or self.exchange(e)
-            if ex is None:
-                continue
-            by_id[e] = ex
-            if i == START:
-                chosen.setdefault(e, "point")
-            else:
-                chosen[e] = "extra"
-                extra_frames.setdefault(e, set()).add(i)
-        routed = self._routed(
-            sid,
-            rid,
-            [i for i, how in chosen.items() if how == "own" and by_id[i].capability == "subscribe"],
-        )
-        streams: list[Iterator[tuple[tuple[float, int, int, int], int]]] = []
-        for e, how in chosen.items():
-            ex = by_id[e]
-            streams.append(iter([((ex.started_at, e, 0, START), START)]))
-            if how == "own":
-                if ex.capability == "subscribe":
-                    streams.append(
-                        self._frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set()))
-                    )
-                else:
-                    streams.append(self._frame_keys(ex))
-                    if ex.transport is not None and ex.capability in STREAMING:
-                        streams.append(iter([(self._end_key(ex), END)]))
-            elif how == "extra":
-                streams.append(self._frame_keys(ex, only=extra_frames[e]))
-        import heapq
+        """The rows of ``run`` (see :func:`.timeline.build_timeline`)."""
+        from .timeline import build_timeline
 
-        segments: list[tuple[int, int, int]] = []
-        keys: list[tuple[float, int, int, int]] = []
-        for key, idx in heapq.merge(*streams, key=lambda kv: kv[0]):
-            ex = key[1]
-            if segments and idx not in (START, END):
-                pex, pfirst, pcount = segments[-1]
-                if pex == ex and pfirst not in (START, END) and pfirst + pcount == idx:
-                    segments[-1] = (pex, pfirst, pcount + 1)
-                    continue
-            segments.append((ex, idx, 1))
-            keys.append(key)
-        return Timeline(sid, rid, segments, keys, by_id)
+        return build_timeline(self, run, extra_refs)
 
-    def _routed(self, sid: str, rid: str, exchanges: list[int]) -> dict[int, set[int]]:
+    def routed_frames(self, sid: str, rid: str, exchanges: list[int]) -> dict[int, set[int]]:
+        """The frames of subscription ``exchanges`` the pipeline routed to run ``rid``."""
         out: dict[int, set[int]] = {}
         if not exchanges:
             return out
@@ -859,9 +697,10 @@ class TraceData:
             pass
         return out
 
-    def _frame_keys(
+    def frame_keys(
         self, ex: ExchangeInfo, only: set[int] | None = None
     ) -> Iterator[tuple[tuple[float, int, int, int], int]]:
+        """``(key, frame)`` of ``ex``'s frames (those in ``only``) in replay order."""
         s = ex.started_at
         cur = self.conn().execute(
             "SELECT idx, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
@@ -873,7 +712,8 @@ class TraceData:
                 continue
             yield (t, e, 1, idx), idx
 
-    def _end_key(self, ex: ExchangeInfo) -> tuple[float, int, int, int]:
+    def end_key(self, ex: ExchangeInfo) -> tuple[float, int, int, int]:
+        """Where the end of ``ex``'s response stream falls in replay order."""
         row = (
             self.conn()
             .execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [ex.index])
@@ -917,7 +757,7 @@ class TraceData:
             if first == START:
                 rows.append(Row(info, START, info.started_at))
             elif first == END:
-                rows.append(Row(info, END, self._end_key(info)[0]))
+                rows.append(Row(info, END, self.end_key(info)[0]))
             else:
                 rows.extend(self._frame_rows(info, first, count))
         with self._lock:
@@ -1119,12 +959,6 @@ def writable(path: str | Path) -> bool:
     """Can the viewer write derived tables back into ``path``?"""
     p = Path(path)
     return os.access(p, os.W_OK) and os.access(p.parent, os.W_OK)
-
-
-def row_key(row: Row) -> tuple[float, int, int, int]:
-    """The row's place in the session's replay order (see :mod:`.replay`)."""
-    kind = 0 if row.idx == START else 2 if row.idx == END else 1
-    return (row.t, row.exchange.index, kind, row.idx)
 
 
 def problem_frames(data: TraceData, timeline: Timeline) -> list[int]:

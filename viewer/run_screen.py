@@ -23,7 +23,6 @@ from .data import (
     FindingInfo,
     Row,
     RunInfo,
-    Timeline,
     parse_ref,
     problem_frames,
     row_key,
@@ -40,6 +39,7 @@ from .render import (
     sse_block,
 )
 from .replay import Moment, SessionReplayer
+from .timeline import Timeline
 from .widgets import FindingsList, Panel, TimelineView, VirtualList
 
 if TYPE_CHECKING:

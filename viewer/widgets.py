@@ -27,8 +27,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
-from .data import LRU, FindingInfo, Row, RunInfo, Timeline, TraceData
+from .data import LRU, FindingInfo, Row, RunInfo, TraceData
 from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter
+from .timeline import Timeline
 
 __all__ = ["FindingsList", "Panel", "RunsTable", "TimelineView", "VirtualList"]
 

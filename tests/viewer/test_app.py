@@ -6,7 +6,7 @@ import json
 
 import pytest
 from chatkit_trace.viewer import ViewerApp
-from chatkit_trace.viewer.dialogs import DetailScreen, DiffScreen, ExportScreen, HelpScreen
+from chatkit_trace.viewer.dialogs import DiffScreen, ExportScreen, HelpScreen
 from chatkit_trace.viewer.run_screen import RunScreen
 from chatkit_trace.viewer.runs_screen import RunsScreen
 from chatkit_trace.viewer.widgets import FindingsList, RunsTable, TimelineView

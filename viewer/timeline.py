@@ -1,0 +1,189 @@
+"""A run's timeline: its rows in replay order, compressed into segments.
+
+A row is an exchange's request (``START``), one of its frames, or the end of
+its response stream (``END``).  The rows of a run are merged across its
+exchanges in the pipeline's order ``(t, exchange, kind, frame)`` and kept as
+segments ``(exchange, first frame, count)`` of consecutive frames of one
+exchange: random access is a bisect and memory is O(segments), not O(frames)
+(a run of 100k frames in one stream is three segments).
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+
+from .data import END, START, STREAMING, ExchangeInfo, RunInfo, TraceData, parse_ref
+
+__all__ = ["Timeline", "build_timeline"]
+
+Key = tuple[float, int, int, int]
+
+
+class Timeline:
+    """The rows of one run in replay order, as segments ``(exchange, first, count)``.
+
+    ``first`` is a frame index, or :data:`START` / :data:`END` (count 1).
+    ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        run_id: str,
+        segments: list[tuple[int, int, int]],
+        keys: list[tuple[float, int, int, int]],
+        exchanges: dict[int, ExchangeInfo],
+    ) -> None:
+        self.session_id = session_id
+        self.run_id = run_id
+        self.segments = segments
+        self.seg_keys = keys
+        self.exchanges = exchanges
+        self.offsets: list[int] = []
+        n = 0
+        for _, _, count in segments:
+            self.offsets.append(n)
+            n += count
+        self.length = n
+
+    def __len__(self) -> int:
+        return self.length
+
+    def locate(self, row: int) -> tuple[int, int]:
+        """(exchange, frame index) of row ``row``."""
+        if not 0 <= row < self.length:
+            raise IndexError(row)
+        s = bisect_right(self.offsets, row) - 1
+        ex, first, _ = self.segments[s]
+        if first in (START, END):
+            return ex, first
+        return ex, first + (row - self.offsets[s])
+
+    def find(self, exchange: int, idx: int) -> int | None:
+        """The row of frame ``idx`` of ``exchange`` (START/END for the special rows), or None."""
+        for s, (ex, first, count) in enumerate(self.segments):
+            if ex != exchange:
+                continue
+            if first in (START, END):
+                if first == idx:
+                    return self.offsets[s]
+            elif first <= idx < first + count:
+                return self.offsets[s] + idx - first
+        return None
+
+    def nearest(self, exchange: int, idx: int) -> int | None:
+        """Like :meth:`find`, falling back to the exchange's nearest row."""
+        row = self.find(exchange, idx)
+        if row is not None:
+            return row
+        best = None
+        for s, (ex, first, count) in enumerate(self.segments):
+            if ex == exchange:
+                if first == START or (idx != START and first not in (START, END) and first <= idx):
+                    best = self.offsets[s] + (
+                        0 if first in (START, END) else min(count - 1, idx - first)
+                    )
+                elif best is None:
+                    best = self.offsets[s]
+        return best
+
+    def pieces(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
+        """``(row, exchange, first, count)`` covering rows ``[start, stop)``."""
+        stop = min(stop, self.length)
+        row = start
+        while row < stop:
+            s = bisect_right(self.offsets, row) - 1
+            ex, first, count = self.segments[s]
+            off = row - self.offsets[s]
+            n = min(count - off, stop - row)
+            yield row, ex, (first if first in (START, END) else first + off), n
+            row += n
+
+
+def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
+    """The rows of ``run``: its exchanges' requests, frames and stream ends,
+    the stop, history and status requests of its session while it was
+    current (until the session's next run started), and any row its findings
+    point at (``extra_refs``), in replay order."""
+    sid, rid = run.session_id, run.run_id
+    session = data.session_exchanges(run.session_for_replay)
+    by_id = {ex.index: ex for ex in session}
+    own = [i for i in run.exchanges if i in by_id] or [
+        ex.index for ex in session if ex.run_id == rid
+    ]
+    own_set = set(own)
+    first = min((by_id[i].started_at for i in own), default=0.0)
+    later = sorted(
+        ex.started_at
+        for ex in session
+        if ex.capability in ("run", "regenerate", "edit")
+        and ex.started_at > first
+        and ex.index not in own_set
+        and ex.run_id != rid
+    )
+    horizon = later[0] if later else float("inf")
+    chosen: dict[int, str] = {
+        i: "own" for i in own
+    }  # exchange -> own | point (its request only) | extra
+    for ex in session:
+        if ex.index in chosen:
+            continue
+        names_run = ex.capability in ("abort", "status") and ex.run_id == rid
+        while_current = (
+            ex.capability in ("history", "status", "abort")
+            and first <= ex.started_at < horizon
+            and ex.run_id in (None, rid)
+        )
+        if names_run or while_current:
+            chosen[ex.index] = "point"
+    extra_frames: dict[int, set[int]] = {}
+    for ref in extra_refs:
+        try:
+            e, i = parse_ref(ref)
+        except ValueError:
+            continue
+        if chosen.get(e) == "own":
+            if i != START:
+                extra_frames.setdefault(e, set()).add(i)  # a subscription frame routed elsewhere
+            continue
+        ex = by_id.get(e) or data.exchange(e)
+        if ex is None:
+            continue
+        by_id[e] = ex
+        if i == START:
+            chosen.setdefault(e, "point")
+        else:
+            chosen[e] = "extra"
+            extra_frames.setdefault(e, set()).add(i)
+    subscriptions = [
+        i for i, how in chosen.items() if how == "own" and by_id[i].capability == "subscribe"
+    ]
+    routed = data.routed_frames(sid, rid, subscriptions)
+    streams: list[Iterator[tuple[Key, int]]] = []
+    for e, how in chosen.items():
+        ex = by_id[e]
+        streams.append(iter([((ex.started_at, e, 0, START), START)]))
+        if how == "own" and ex.capability == "subscribe":
+            streams.append(
+                data.frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set()))
+            )
+        elif how == "own":
+            streams.append(data.frame_keys(ex))
+            if ex.transport is not None and ex.capability in STREAMING:
+                streams.append(iter([(data.end_key(ex), END)]))
+        elif how == "extra":
+            streams.append(data.frame_keys(ex, only=extra_frames[e]))
+    segments: list[tuple[int, int, int]] = []
+    keys: list[Key] = []
+    for key, idx in heapq.merge(*streams, key=lambda kv: kv[0]):
+        ex_index = key[1]
+        if segments and idx not in (START, END):
+            pex, pfirst, pcount = segments[-1]
+            if pex == ex_index and pfirst not in (START, END) and pfirst + pcount == idx:
+                segments[-1] = (pex, pfirst, pcount + 1)
+                continue
+        segments.append((ex_index, idx, 1))
+        keys.append(key)
+    return Timeline(sid, rid, segments, keys, by_id)
