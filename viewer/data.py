@@ -79,11 +79,17 @@ def parse_ref(ref: str) -> tuple[int, int]:
 
 
 class LRU(OrderedDict):  # type: ignore[type-arg]
-    """A bounded mapping: the least recently used entry goes first."""
+    """A bounded mapping: the least recently used entry goes first.
 
-    def __init__(self, maxsize: int) -> None:
+    ``maxweight`` also bounds the sum of the entries' weights (e.g. bytes).
+    """
+
+    def __init__(self, maxsize: int, maxweight: float | None = None) -> None:
         super().__init__()
         self.maxsize = maxsize
+        self.maxweight = maxweight
+        self.weight = 0.0
+        self._weights: dict[Any, float] = {}
 
     def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
         try:
@@ -93,11 +99,22 @@ class LRU(OrderedDict):  # type: ignore[type-arg]
         self.move_to_end(key)
         return value
 
-    def put(self, key: Any, value: Any) -> None:
+    def put(self, key: Any, value: Any, weight: float = 0.0) -> None:
+        self.weight += weight - self._weights.pop(key, 0.0)
+        if weight:
+            self._weights[key] = weight
         self[key] = value
         self.move_to_end(key)
-        while len(self) > self.maxsize:
-            self.popitem(last=False)
+        while len(self) > self.maxsize or (
+            self.maxweight is not None and self.weight > self.maxweight and len(self) > 1
+        ):
+            old, _ = self.popitem(last=False)
+            self.weight -= self._weights.pop(old, 0.0)
+
+    def clear(self) -> None:
+        super().clear()
+        self._weights.clear()
+        self.weight = 0.0
 
 
 # --------------------------------------------------------------------------- records

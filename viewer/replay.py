@@ -256,6 +256,7 @@ class SessionReplayer:
         max_checkpoints: int = 48,
         max_bytes: int = 96 * 1024 * 1024,
         cache_size: int = 512,
+        max_cache_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         self.data = data
         self.session_key = session_id
@@ -264,7 +265,7 @@ class SessionReplayer:
         self.every = every
         self.max_checkpoints = max_checkpoints
         self.max_bytes = max_bytes
-        self.cache: LRU = LRU(cache_size)
+        self.cache: LRU = LRU(cache_size, max_cache_bytes)
         self._lock = threading.Lock()  # the cache is read by the UI thread
         self._exchanges: list[Exchange] | None = None
         self._since = time.perf_counter()
@@ -391,8 +392,9 @@ class SessionReplayer:
             return self.cache.get(key)
 
     def _keep(self, m: Moment) -> None:
+        size = _weight(m)
         with self._lock:
-            self.cache.put(m.key, m)
+            self.cache.put(m.key, m, size)
 
     def moment(self, key: Key) -> Moment | None:
         """The moment right after the event ``key`` (blocking: call from a worker)."""
@@ -490,6 +492,22 @@ class SessionReplayer:
     def wake(self) -> None:
         with self._cv:
             self._cv.notify()
+
+
+def _weight(m: Moment) -> int:
+    """Roughly what a moment keeps alive that no other moment shares: the text of
+    whole-text parts its facts carry (an adapter that re-sends the whole message
+    per event makes each moment hold its own copy; delta-built text is shared)."""
+    size = 256
+    if m.frame is None:
+        return size
+    for rec in m.frame.facts:
+        message = getattr(rec.fact, "message", None)
+        for part in getattr(message, "parts", ()):
+            if getattr(part, "chunk_count", 0) == 1:
+                text = part.text
+                size += len(text) if isinstance(text, str) else 0
+    return size
 
 
 def _after(a: Key | None, b: Key | None) -> bool:
