@@ -27,6 +27,7 @@ Rules (docs/recording.md; mitmproxy.md "Pitfalls"):
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -427,7 +428,7 @@ class Recorder:
             resp = flow.response
             body = None if tap is not None or resp is None else resp.raw_content
             t = (resp.timestamp_end if resp is not None else None) or time.time()
-            w.put(("end", flow.id, t, "complete", None, body, None, _dropped(tap)))
+            w.put(("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("response", err, flow.id)
         finally:
@@ -450,7 +451,7 @@ class Recorder:
             body = None
             if resp is not None and tap is None and resp.raw_content:
                 body = resp.raw_content
-            w.put(("end", flow.id, time.time(), kind, message, body, None, _dropped(tap)))
+            w.put(("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("error", err, flow.id)
         finally:
@@ -509,6 +510,7 @@ class Recorder:
                 error = flow.error.msg
                 end = end_kind(error, had_response=True)
             t = (ws.timestamp_end if ws is not None else None) or time.time()
+            notes.update(_addon_notes(flow) or {})
             w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
         except Exception as err:  # noqa: BLE001
             self._failed("websocket_end", err, flow.id)
@@ -542,6 +544,17 @@ class Recorder:
             flows.append(f)
         if flows:
             ctx.master.addons.trigger(hooks.UpdateHook(flows))
+
+
+def _addon_notes(flow: http.HTTPFlow) -> dict[str, Any] | None:
+    """What other addons left for the trace in ``flow.metadata``: the fault
+    injection addon's ``chatkit_fault`` (which fault it applied where,
+    docs/faults.md) becomes the exchange's ``notes.fault``.  A JSON copy,
+    taken on the loop, since the writer thread stores it later."""
+    fault = flow.metadata.get("chatkit_fault")
+    if not fault:
+        return None
+    return {"fault": json.loads(json.dumps(fault, default=str))}
 
 
 def _dropped(tap: _Tap | None) -> tuple[int, int] | None:
