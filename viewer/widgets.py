@@ -110,6 +110,7 @@ class VirtualList(ScrollView, can_focus=True):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._strips: LRU = LRU(512)
+        self._tones: dict[str, Style] = {}
         self._count = 0
 
     # -- to implement -----------------------------------------------------------------
@@ -147,6 +148,7 @@ class VirtualList(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         self._strips.clear()
+        self._tones.clear()
         super().notify_style_update()
 
     def on_focus(self) -> None:
@@ -170,18 +172,32 @@ class VirtualList(ScrollView, can_focus=True):
     # -- rendering ---------------------------------------------------------------------------
 
     def _style(self, tone: str) -> Style | None:
+        """The colour (and weight) of a tone, resolved against this widget's background
+        (``auto`` colours such as ``$text-muted`` need it), without a background of its own
+        so the cursor's shows through."""
         if not tone:
             return None
-        return self.get_component_rich_style(f"vl--{tone}", partial=True, default=Style())
+        style = self._tones.get(tone)
+        if style is None:
+            full = self.get_component_rich_style(f"vl--{tone}", default=Style())
+            style = self._tones[tone] = Style(color=full.color, bold=full.bold, italic=full.italic)
+        return style
 
     def _widths(self, width: int) -> list[int]:
         fixed = sum(w for _, w, _ in self.columns if w) + max(0, len(self.columns) - 1)
         return [w if w else max(4, width - fixed) for _, w, _ in self.columns]
 
-    def _segments(self, cells_per_col: list[list[Cell]], width: int) -> list[Segment]:
-        """Cells laid out in their columns (truncated with an ellipsis, padded), as segments."""
+    def _segments(
+        self, cells_per_col: list[list[Cell]], width: int, selected: bool = False
+    ) -> list[Segment]:
+        """Cells laid out in their columns (truncated with an ellipsis, padded), as segments.
+        On the cursor's row muted text takes the cursor's colour (contrast)."""
         out: list[Segment] = []
-        style_of = self._style
+        style_of = (
+            (lambda tone: None if tone == "muted" else self._style(tone))
+            if selected
+            else self._style
+        )
         for n, (cells, w, (_, _, align)) in enumerate(
             zip(cells_per_col, self._widths(width), self.columns)
         ):
@@ -236,7 +252,9 @@ class VirtualList(ScrollView, can_focus=True):
                 style = style + self.get_component_rich_style(
                     "vl--cursor" if self.has_focus else "vl--cursor-blur"
                 )
-            segments = Segment.apply_style(self._segments(self.row_cells(index), width), style)
+            segments = Segment.apply_style(
+                self._segments(self.row_cells(index), width, selected), style
+            )
             strip = Strip(segments).crop_extend(0, width, style)
             self._strips.put(key, strip)
         return strip
