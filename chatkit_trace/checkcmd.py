@@ -125,6 +125,12 @@ def run_check(
             )
         if write:
             write_findings(loaded.store, findings)
+            # An empty findings table then means "clean", not "never checked".
+            import time
+
+            from . import __version__
+
+            loaded.store.set_meta("analysed", {"at": time.time(), "chatkit_trace_version": __version__, "findings": len(findings)})
             loaded.store.commit()
         return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"])
     finally:

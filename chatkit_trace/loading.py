@@ -72,6 +72,12 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
     protocol_name = meta.get("protocol")
     caps = meta.get("capabilities")
     name = profile or meta.get("profile")
+    recordings = meta.get("recordings")
+    if not protocol_name and isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict):
+        # A recording made before the top-level keys existed names its profile here.
+        last = recordings[-1]
+        protocol_name = last.get("protocol")
+        name = name or last.get("profile")
     if profile is not None:
         try:
             from .capture import load_profile  # type: ignore[attr-defined]
