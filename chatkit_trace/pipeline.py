@@ -63,6 +63,7 @@ __all__ = [
     "SessionReplay",
     "Replay",
     "replay",
+    "Replayer",
     "STREAMING",
 ]
 
@@ -180,7 +181,13 @@ class Replay:
         return [f for f in self.facts if f.result.violation]
 
 
-class _Replayer:
+class Replayer:
+    """The incremental replay behind :func:`replay`: call :meth:`start`,
+    :meth:`frame` and :meth:`end` for each exchange event in time order; the
+    results accumulate in :attr:`out` (a :class:`Replay`).  The viewer drives
+    it event by event and keeps checkpoints of it.
+    """
+
     def __init__(self, adapter: Adapter, capabilities: Iterable[str] | None) -> None:
         self.adapter = adapter
         self.capabilities = frozenset(capabilities) if capabilities is not None else adapter.capabilities
@@ -556,7 +563,7 @@ def replay(
     ``capabilities`` are the Core's (from the route profile); by default the
     adapter's.
     """
-    r = _Replayer(adapter, capabilities)
+    r = Replayer(adapter, capabilities)
     events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
     for ex in exchanges:
         events.append((ex.started_at, 0, ex.index, -1, ex, None))

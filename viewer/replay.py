@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A run's snapshot at a row depends on everything its *session* did before
 that row, so one :class:`SessionReplayer` replays one session's exchanges
-through the same machinery ``check`` uses (:class:`chatkit_trace.pipeline._Replayer`:
+through the same machinery ``check`` uses (:class:`chatkit_trace.pipeline.Replayer`:
 ``start`` / ``frame`` / ``end`` per event, in the pipeline's order
 ``(t, exchange, kind, frame)``), streaming frames from SQLite a cursor at a
 time instead of loading the trace.
@@ -40,7 +40,7 @@ from typing import Any
 
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
-from chatkit_trace.pipeline import FrameRecord, HistoryRecord, _Replayer
+from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import DecodeError, Frame
 
@@ -181,7 +181,7 @@ class _Cursor:
     """A replayer positioned after some event of the session."""
 
     def __init__(
-        self, owner: SessionReplayer, rp: _Replayer, key: Key | None, position: int
+        self, owner: SessionReplayer, rp: Replayer, key: Key | None, position: int
     ) -> None:
         self.owner = owner
         self.rp = rp
@@ -288,8 +288,8 @@ class SessionReplayer:
 
     # -- state ----------------------------------------------------------------------
 
-    def _fresh(self) -> _Replayer:
-        return _Replayer(self.adapter, self.capabilities)
+    def _fresh(self) -> Replayer:
+        return Replayer(self.adapter, self.capabilities)
 
     def exchanges(self) -> list[Exchange]:
         if self._exchanges is None:
@@ -308,12 +308,12 @@ class SessionReplayer:
             self._exchanges = [_exchange(dict(zip(names, r)), self.data) for r in cur]
         return self._exchanges
 
-    def _dump(self, rp: _Replayer) -> bytes:
+    def _dump(self, rp: Replayer) -> bytes:
         buf = io.BytesIO()
         _Pickler(buf, (self.adapter, self.adapter.protocol, self.data)).dump(rp)
         return buf.getvalue()
 
-    def _load(self, blob: bytes) -> _Replayer:
+    def _load(self, blob: bytes) -> Replayer:
         return pickle.loads(blob)
 
     def _checkpoint(self, cur: _Cursor) -> None:
@@ -337,7 +337,7 @@ class SessionReplayer:
     # -- events ---------------------------------------------------------------------
 
     def _events(
-        self, after: Key | None, rp: _Replayer
+        self, after: Key | None, rp: Replayer
     ) -> Iterator[tuple[Key, Exchange, Frame | None]]:
         """The session's events in replay order, strictly after ``after``."""
         exchanges = self.exchanges()
