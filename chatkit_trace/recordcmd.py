@@ -55,7 +55,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--max-db-mb", type=int, default=0, metavar="MB", help="cap the trace size (oldest exchanges dropped)")
     p.add_argument("--max-age", default="", metavar="AGE", help="keep only exchanges younger than AGE (e.g. 30m, 2h)")
     p.add_argument("--web", action="store_true", help="run mitmweb (the web UI) instead of mitmdump")
-    p.add_argument("--fault", default=None, help=argparse.SUPPRESS)  # reserved: fault injection (later)
+    p.add_argument(
+        "--fault", action="append", default=None, metavar="RULE",
+        help="inject a fault (repeatable), e.g. cut:after=5,capability=run,nth=1 or http:status=429 (docs/faults.md)",
+    )
+    p.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed for random faults (p=, jitter=); default: drawn and logged")
     p.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(run=run)
 
@@ -69,8 +73,14 @@ def mitmdump_args(args: argparse.Namespace) -> list[str]:
         raise UsageError(f"--upstream must be an http:// or https:// URL, not {args.upstream!r}")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
-    if args.fault is not None:
-        raise UsageError("--fault is reserved for fault injection and not available yet")
+    faults = list(getattr(args, "fault", None) or [])
+    if faults:
+        from .addons.fault_rules import FaultRuleError, parse_rules
+
+        try:
+            parse_rules(faults)
+        except FaultRuleError as err:
+            raise UsageError(f"--fault: {err}") from None
     extra = list(args.extra or [])
     if extra and extra[0] == "--":
         extra = extra[1:]
@@ -91,6 +101,14 @@ def mitmdump_args(args: argparse.Namespace) -> list[str]:
         argv += ["--set", f"chatkit_max_db_mb={args.max_db_mb}"]
     if args.max_age:
         argv += ["--set", f"chatkit_max_age={args.max_age}"]
+    if faults:
+        from .addons import faults_path
+
+        argv += ["-s", faults_path()]
+        for rule in faults:
+            argv += ["--set", f"chatkit_fault={rule}"]
+        if getattr(args, "fault_seed", None) is not None:
+            argv += ["--set", f"chatkit_fault_seed={args.fault_seed}"]
     return argv + extra
 
 

@@ -161,7 +161,7 @@ async def _pump(rules: list[str], pieces: list[Piece | str], *, seed: int = 1, g
     t0 = loop.time()
     feeder = asyncio.ensure_future(feed())
     ended = await pump.run(q)
-    await feeder
+    feeder.cancel()
     ids = [
         d.split(b"\n")[0].decode()[4:] if d.startswith(b"id:") else d.decode() for _, d in sink.sent
     ]
