@@ -193,6 +193,15 @@ class Relay:
             if request.headers.get("upgrade", "").lower() == "websocket":
                 return await self._websocket(request, plan)
             return await self._http(request, plan)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a bug here must not look like the backend's fault
+            plan.notes["relay_error"] = f"{type(err).__name__}: {err}"
+            logger.warning(
+                f"chatkit-trace faults: relay error (the exchange is dropped): {type(err).__name__}: {err}"
+            )
+            _rst(request.transport)
+            raise web.HTTPInternalServerError() from None
         finally:
             plan.done.set()
 

@@ -207,3 +207,53 @@ def test_the_recorder_stores_what_the_faults_addon_did(tmp_path):
     assert ex.end == "reset" and ex.notes["fault"]["applied"] == [
         {"kind": "cut", "event": 1, "frame": 0}
     ]
+
+
+async def test_the_relay_answers_502_for_a_dead_backend_and_drops_the_exchange_on_its_own_bug(
+    caplog,
+):
+    import aiohttp
+    from aiohttp import web
+    from chatkit_trace.addons.fault_relay import Plan, Relay
+    from chatkit_trace.addons.fault_rules import parse_rule
+
+    from tests.integration.backend import free_port
+
+    async def hello(request):
+        return web.Response(text="data: 1\n\n", content_type="text/event-stream")
+
+    app = web.Application()
+    app.router.add_get("/x", hello)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    relay = Relay()
+    await relay.start()
+    try:
+        dead = Plan("dead", "http", "127.0.0.1", free_port(), [], {})
+        buggy = Plan(
+            "buggy", "http", "127.0.0.1", port, [(parse_rule("drop:at=1"), None), None], {}
+        )  # type: ignore[list-item]
+        relay.plans.update(dead=dead, buggy=buggy)
+        async with aiohttp.ClientSession() as s:
+            async with s.get(
+                f"http://127.0.0.1:{relay.port}/x", headers={FLOW_HEADER: "dead"}
+            ) as r:
+                assert r.status == 502 and "unreachable" in (await r.json())["error"]
+            async with s.get(
+                f"http://127.0.0.1:{relay.port}/x", headers={FLOW_HEADER: "nobody"}
+            ) as r:
+                assert r.status == 502 and "no fault plan" in (await r.json())["error"]
+            url = f"http://127.0.0.1:{relay.port}/x"
+            with (
+                caplog.at_level(logging.WARNING, logger="chatkit_trace.faults"),
+                pytest.raises(aiohttp.ClientError),
+            ):
+                async with s.get(url, headers={FLOW_HEADER: "buggy"}) as r:
+                    await r.read()
+        assert "relay_error" in dead.notes and "TypeError" in buggy.notes["relay_error"]
+        assert "relay error" in caplog.text
+    finally:
+        await relay.stop()
+        await runner.cleanup()

@@ -26,6 +26,7 @@ RULES = [
     "dup:at=1,path=/ws,nth=1",
     "cut:after=1,mode=reset,path=/ws,nth=2",
     "cut:after=1,mode=close,path=/ws,nth=3",
+    "dup:at=1,path=/echo",
 ]
 
 
@@ -145,11 +146,7 @@ async def test_websocket_messages_are_events(server, ruled, tmp_path):
     got2, _ = await _ws_session(url, ["two"], 3)
     got3, code3 = await _ws_session(url, ["three"], 3)
     assert got2 == ['{"type": "hello"}'] and got3 == ['{"type": "hello"}'] and code3 == 1000
-    await asyncio.sleep(0.3)
-    from .conftest import snapshot
-
-    store = _ws_store(db, tmp_path, snapshot)
-    first, second, third = store
+    first, second, third = _by_path(db, tmp_path, "/ws", 3)
     frames = [(f.direction, f.text if f.raw is None else f.raw) for f in first[1]]
     assert [x for x in frames if x[0] == "in"] == [
         ("in", '{"type": "hello"}'),
@@ -162,20 +159,45 @@ async def test_websocket_messages_are_events(server, ruled, tmp_path):
     assert third[0].notes["fault"]["end"] == "cut-close" and third[0].notes["close_code"] == 1000
 
 
-def _ws_store(db, tmp_path, snapshot):
+async def test_a_response_that_is_not_an_event_stream_passes_the_relay_whole(
+    server, ruled, tmp_path
+):
+    base, db, _ = ruled
+    body = {"text": "hi", "runId": "echo-1"}
+    got = await fetch(
+        "POST", f"{base}/echo?q=1", json=body, headers={"X-Test": "yes", "Cookie": "a=1"}
+    )
+    assert got.status == 200 and got.headers["X-Chatkit-Fault"] == "dup:at=1,path=/echo"
+    echoed = json.loads(got.raw)
+    assert echoed["json"] == body and echoed["query"] == {"q": "1"}
+    assert echoed["headers"]["X-Test"] == "yes" and echoed["headers"]["Cookie"] == "a=1"
+    assert "X-Chatkit-Fault-Flow" not in echoed["headers"]  # the relay's own header stays inside
+    assert got.headers["Set-Cookie"].startswith("sid=SETCOOKIESECRET")
+    seen = server.seen[-1]
+    assert (seen["method"], seen["path"], json.loads(seen["body"])) == ("POST", "/echo?q=1", body)
+    [(ex, _)] = _by_path(db, tmp_path, "/echo", 1)
+    assert json.loads(ex.response_body)["json"] == body and ex.url.endswith("/echo?q=1")
+    notes = ex.notes["fault"]
+    assert notes["stream"] == "raw"
+    assert notes["not_applied"] == [
+        {"rule": "dup:at=1,path=/echo", "why": "the stream ended after 0 event(s)"}
+    ]
+
+
+def _by_path(db, tmp_path, path: str, n: int):
+    """The exchanges on ``path`` once ``n`` of them have ended, with their frames."""
     import time
 
     from chatkit_trace.store import TraceStore
 
+    from .conftest import snapshot
+
     deadline = time.monotonic() + 10
     while True:
-        store = TraceStore(snapshot(db, tmp_path / "ws.db"), readonly=True)
-        exs = [e for e in store.exchanges() if e.path == "/ws"]
-        if (
-            len(exs) == 3
-            and all(e.ended_at is not None for e in exs)
-            or time.monotonic() > deadline
-        ):
+        store = TraceStore(snapshot(db, tmp_path / "by-path.db"), readonly=True)
+        exs = [e for e in store.exchanges() if e.path == path]
+        done = len(exs) >= n and all(e.ended_at is not None for e in exs)
+        if done or time.monotonic() > deadline:
             return [(e, store.frames(e.index)) for e in exs]
         store.close()
         time.sleep(0.1)
