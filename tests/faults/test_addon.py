@@ -257,3 +257,13 @@ async def test_the_relay_answers_502_for_a_dead_backend_and_drops_the_exchange_o
     finally:
         await relay.stop()
         await runner.cleanup()
+
+
+def test_the_entry_script_loads_under_mitmproxys_made_up_module_name():
+    from chatkit_trace.addons import faults_path
+
+    with taddons.context() as tctx:
+        module = tctx.script(faults_path())
+        assert module.__name__ == "__mitmproxy_script__.faults"  # absolute imports only
+        [addon] = module.addons
+        assert type(addon) is Faults

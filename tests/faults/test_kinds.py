@@ -8,6 +8,7 @@ One proxy serves the whole module; every rule is aimed at its own session
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
@@ -247,3 +248,20 @@ async def test_the_nth_matching_exchange_only(env, tmp_path):
     assert faulted == ["r2"]
     [ex] = [e for e in exs if e.run_id == "r2"]
     assert fault_of(ex)["matched"] == [{"rule": RULES[-1], "nth": 2}]
+
+
+async def test_a_held_stream_never_holds_the_others(env):
+    """Delays and stalls wait on the event loop without blocking it: other
+    streams (faulted or not) go on at their own pace meanwhile."""
+    base = env[0]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    stalled = asyncio.ensure_future(run(base, "k-stall-2", "r1"))
+    await asyncio.sleep(0.1)  # the stall has begun
+    free = await asyncio.gather(*(run(base, f"k-free-{i}", "r1") for i in range(5)))
+    free_done = loop.time() - t0
+    dropped = await run(base, "k-drop-2", "r1")
+    assert all(g.ids == ALL for g in free) and dropped.ids == ["e0", "e1", "e3", "e4"]
+    assert free_done < 0.8 and all("X-Chatkit-Fault" not in g.headers for g in free)
+    held = await stalled
+    assert held.ids == ALL and loop.time() - t0 >= 1.0
