@@ -589,7 +589,7 @@ def test_record_builds_the_mitmdump_command_line(tmp_path):
         (["record", "--profile", "myproto", "--upstream", "ftp://x"], "--upstream must be an http"),
         (["record", "--profile", "myproto", "--upstream", "http://x", "--port", "0"], "--port must be"),
         (["record", "--profile", "nosuch", "--upstream", "http://x"], "--profile nosuch:"),
-        (["record", "--profile", "myproto", "--upstream", "http://x", "--fault", "drop"], "--fault is reserved"),
+        (["record", "--profile", "myproto", "--upstream", "http://x", "--fault", "drop"], "--fault: fault rule 'drop'"),
     ],
 )
 def test_record_usage_errors_are_one_line(capsys, argv, message):
