@@ -333,7 +333,9 @@ class Pump:
                 item = await self._get(queue)
                 if item is END or item is RESET:
                     await self._release_held()
-                    await self._wait(self.last_release)
+                    await self._wait(
+                        max(self.last_release, self.not_before)
+                    )  # a stall holds the end too
                     self._not_applied()
                     if item is END:
                         await self.sink.end()

@@ -267,3 +267,21 @@ def test_the_entry_script_loads_under_mitmproxys_made_up_module_name():
         assert module.__name__ == "__mitmproxy_script__.faults"  # absolute imports only
         [addon] = module.addons
         assert type(addon) is Faults
+
+
+def test_run_and_route_targets_read_the_request_through_the_profile():
+    a, _ = configured(
+        "drop:at=1,run=keep-*",
+        "dup:at=1,route=resume",
+        "swap:at=1,method=GET,path=/sessions/*/runs/*",
+    )
+    assert [r.text for r, _, _ in a.select(flow(body=b'{"runId": "keep-1", "text": "x"}'))] == [
+        "drop:at=1,run=keep-*"
+    ]
+    assert a.select(flow(body=b'{"runId": "other", "text": "x"}')) == []
+    resume = flow("GET", "/sessions/s1/runs/keep-2/events?after=e3", b"")
+    assert [r.text for r, _, _ in a.select(resume)] == [
+        "drop:at=1,run=keep-*",
+        "dup:at=1,route=resume",
+        "swap:at=1,method=GET,path=/sessions/*/runs/*",
+    ]

@@ -121,6 +121,7 @@ class FakeSink:
 
     async def end(self) -> None:
         self.how = "end"
+        self.end_at = asyncio.get_running_loop().time()
 
     async def close(self) -> None:
         self.how = "close"
@@ -266,3 +267,8 @@ async def test_a_timed_cut_interrupts_a_delay():
     r = await _pump(["delay:by=1s", "cut:after=200ms"], [*_events(3, 0), END])
     assert r.ended == "cut-reset" and r.ids == []
     assert asyncio.get_running_loop().time() - r.t0 < 0.6
+
+
+async def test_a_stall_after_the_last_event_holds_the_end():
+    r = await _pump(["stall:for=300ms,after=2"], [*_events(2, 0), END])
+    assert r.ended == "complete" and r.sink.end_at - r.sink.sent[-1][0] >= 0.29
