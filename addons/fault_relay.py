@@ -49,6 +49,12 @@ from .fault_stream import (
     sse_event_id,
 )
 
+try:  # Linux/BSD: how much the kernel still has to send
+    import fcntl
+    import termios
+except ImportError:  # pragma: no cover - Windows
+    fcntl = termios = None  # type: ignore[assignment]
+
 __all__ = ["FLOW_HEADER", "MARK_HEADER", "Plan", "Relay"]
 
 logger = logging.getLogger("chatkit_trace.faults")
@@ -424,15 +430,30 @@ async def _client_to_backend(
 
 
 async def _flushed(transport: asyncio.BaseTransport | None, limit: float = 1.0) -> None:
-    """Wait (briefly) until what was written left the process, so a reset follows the last event."""
+    """Wait (at most ``limit``) until what was written reached the peer, so a
+    reset comes after the last event and never takes it with it: the asyncio
+    buffer is empty and, where the OS says (Linux ``TIOCOUTQ``), the kernel
+    has no unacknowledged bytes left (``SO_LINGER 0`` discards those)."""
     if transport is None:
         return
+    sock = transport.get_extra_info("socket")
     end = time.monotonic() + limit
     while time.monotonic() < end:
         size = getattr(transport, "get_write_buffer_size", lambda: 0)()
-        if not size:
+        if not size and not _unsent(sock):
             return
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.002)
+
+
+def _unsent(sock: Any) -> int:
+    """Bytes the kernel has not delivered yet (0 where it cannot tell)."""
+    if sock is None or not hasattr(termios, "TIOCOUTQ"):
+        return 0
+    try:
+        buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+        return int(struct.unpack("i", buf)[0])
+    except (OSError, ValueError):
+        return 0
 
 
 def _rst(transport: asyncio.BaseTransport | None) -> None:

@@ -252,7 +252,7 @@ async def test_jitter_is_seeded():
 async def test_stall_holds_the_stream_once():
     r = await _pump(["stall:for=300ms,after=2"], [*_events(4, 0), END])
     times = [t for t, _ in r.sink.sent]
-    assert times[2] - times[1] >= 0.29 and times[3] - times[2] < 0.05
+    assert times[2] - times[1] >= 0.29 and times[3] - times[2] < 0.2
     assert r.notes["applied"][0]["frame"] == 2
 
 
@@ -266,7 +266,7 @@ async def test_cut_after_a_duration_on_a_slow_stream():
 async def test_a_timed_cut_interrupts_a_delay():
     r = await _pump(["delay:by=1s", "cut:after=200ms"], [*_events(3, 0), END])
     assert r.ended == "cut-reset" and r.ids == []
-    assert asyncio.get_running_loop().time() - r.t0 < 0.6
+    assert asyncio.get_running_loop().time() - r.t0 < 0.9
 
 
 async def test_a_stall_after_the_last_event_holds_the_end():
