@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 from ._model import RunError, RuntimeMessage, WorkItem, message_from_json, work_item_from_json

@@ -32,7 +32,6 @@ TS runtime makes on its ``ChatRuntimeAdapter``.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
