@@ -280,12 +280,12 @@ class Relay:
         applied = Applied(plan.notes, time.monotonic(), plan.on_applied)
         pump = Pump(plan.rules, applied, sink)
         try:
-            plan.notes["end"] = await pump.run(queue)
+            await pump.run(queue)  # completes plan.notes before its last write
         except ConnectionError:
             plan.notes["end"] = "client-gone"
+            plan.notes["events"] = {"backend": pump.n, "client": pump.frames}
         finally:
             reader.cancel()
-        plan.notes["events"] = {"backend": pump.n, "client": pump.frames}
         return resp
 
     # ------------------------------------------------------------------ WebSocket
@@ -333,16 +333,16 @@ class Relay:
         sink = _WsSink(request, ws, up)
         pump = Pump(plan.rules, Applied(plan.notes, time.monotonic(), plan.on_applied), sink)
         try:
-            plan.notes["end"] = await pump.run(queue)
+            await pump.run(queue)  # completes plan.notes before its last write
         except ConnectionError:
             plan.notes["end"] = "client-gone"
+            plan.notes["events"] = {"backend": pump.n, "client": pump.frames}
         finally:
             reader.cancel()
             upward.cancel()
             if not up.closed:
                 with contextlib.suppress(Exception):
                     await up.close()
-        plan.notes["events"] = {"backend": pump.n, "client": pump.frames}
         return ws
 
 

@@ -333,30 +333,36 @@ class Pump:
                 item = await self._get(queue)
                 if item is END or item is RESET:
                     await self._release_held()
-                    await self._wait(
-                        max(self.last_release, self.not_before)
-                    )  # a stall holds the end too
-                    self._not_applied()
+                    # a stall holds the end too
+                    await self._wait(max(self.last_release, self.not_before))
                     if item is END:
+                        self._finish("complete")
                         await self.sink.end()
-                        self.ended = "complete"
                     else:
+                        self._finish("reset")
                         await self.sink.reset()
-                        self.ended = "reset"
                     return self.ended
                 await self._piece(item)
         except _CutNow as cut:
             self.applied.add(cut.rule, mode=cut.rule.mode, **cut.why)
-            self._not_applied()
             if cut.rule.mode == "close":
+                self._finish("cut-close")
                 await self.sink.close()
-                self.ended = "cut-close"
             else:
+                self._finish("cut-reset")
                 await self.sink.reset()
-                self.ended = "cut-reset"
             return self.ended
         finally:
             self._summarise_delays()
+
+    def _finish(self, ended: str) -> None:
+        """Complete the notes *before* the last write: the moment the client side
+        sees the end, mitmproxy's hooks (and the recorder) may read them."""
+        self.ended = ended
+        self._not_applied()
+        self._summarise_delays()
+        self.applied.notes["end"] = ended
+        self.applied.notes["events"] = {"backend": self.n, "client": self.frames}
 
     async def _get(self, queue: asyncio.Queue[Any]) -> Any:
         if self.deadline is None:
