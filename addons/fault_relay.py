@@ -28,7 +28,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -105,7 +105,6 @@ class Plan:
     notes: dict[str, Any]
     describe: str = ""
     on_applied: Callable[[dict[str, Any]], None] | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def url(self, raw_path: str, *, ws: bool = False) -> URL:
         scheme = self.scheme
@@ -208,8 +207,6 @@ class Relay:
             )
             _rst(request.transport)
             raise web.HTTPInternalServerError() from None
-        finally:
-            plan.done.set()
 
     def _forward_headers(self, request: web.Request, skip: frozenset[str]) -> list[tuple[str, str]]:
         out = []
