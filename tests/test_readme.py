@@ -67,3 +67,8 @@ def test_the_profile_example_is_a_valid_profile(tmp_path):
     assert match is not None and match.capability == "history" and match.session_id == "t1"
     stop = profile.match("POST", "http://127.0.0.1:9000/api/threads/t1/runs/r9/cancel", [], None)
     assert stop is not None and (stop.capability, stop.session_id, stop.run_id) == ("abort", "t1", "r9")
+
+
+def test_linked_docs_exist():
+    for link in re.findall(r"\]\(((?:docs|chatkit_trace)/[^)#]+)\)", README):
+        assert (ROOT / link).exists(), link

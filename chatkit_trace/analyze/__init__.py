@@ -37,11 +37,31 @@ __all__ = [
 ]
 
 
+def _attach_faults(findings: list[Finding], exchanges: dict[int, Exchange]) -> None:
+    """A finding whose frames lie in an exchange the fault addon acted on names
+    the injected cause next to its effect (issue 9); the fingerprint stays."""
+    for f in findings:
+        for ref in f.frames:
+            try:
+                ex = exchanges.get(int(ref.split(":", 1)[0]))
+            except ValueError:
+                continue
+            fault = (ex.notes or {}).get("fault") if ex is not None else None
+            applied = fault.get("applied") if isinstance(fault, dict) else None
+            if applied:
+                kinds = ", ".join(sorted({str(a.get("kind", "?")) for a in applied if isinstance(a, dict)}))
+                f.detail["injected_fault"] = {"exchange": ex.index, "applied": applied, "seed": fault.get("seed")}
+                f.message = f"{f.message} (fault injected on exchange {ex.index}: {kinds})"
+                break
+
+
 def analyze_replay(rep: Replay, exchanges: Iterable[Exchange], adapter: Adapter, options: Options | None = None) -> list[Finding]:
-    ctx = Context(rep, {e.index: e for e in exchanges}, adapter, options or Options())
+    by_index = {e.index: e for e in exchanges}
+    ctx = Context(rep, by_index, adapter, options or Options())
     findings: list[Finding] = []
     for _codes, fn in ANALYZERS:
         findings.extend(fn(ctx))
+    _attach_faults(findings, by_index)
     findings.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))
     return findings
 

@@ -36,3 +36,17 @@ def test_store_analysis_per_session_matches_whole_trace_analysis(tmp_path):
     # once-per-trace codes are merged across sessions
     assert sum(1 for f in per_session if f.code == "CK406") == 1
     assert store.db["facts"].count == counts["facts"] and store.db["runs"].count > 0
+
+
+def test_a_finding_names_the_fault_injected_on_its_exchange():
+    """Issue 9: the injected cause is shown next to its effect."""
+    from chatkit_trace.analyze import analyze
+
+    _, exchanges, adapter = load_case(CORPUS / "CK103.json")
+    exchanges[0].notes = {"fault": {"applied": [{"kind": "cut", "event": 2, "frame": 1}], "seed": 7}}
+    _, findings = analyze(exchanges, adapter)
+    (f,) = [f for f in findings if f.code == "CK103"]
+    assert f.detail["injected_fault"]["applied"][0]["kind"] == "cut"
+    assert f.message.endswith("(fault injected on exchange 0: cut)")
+    _, plain = analyze(load_case(CORPUS / "CK103.json")[1], adapter)
+    assert [x.fingerprint for x in plain] == [x.fingerprint for x in findings]
