@@ -286,8 +286,13 @@ class Replayer:
             run_id = self._run_id(s, exchange)
             rec.run_id = run_id
             self.run_record(s, run_id).exchanges.append(exchange.index)
-            if s.core.run_view(run_id) is None and not exchange.failed:
+            view = s.core.run_view(run_id)
+            if view is None and not exchange.failed:
                 s.core.register_run(run_id=run_id, at=at)
+            elif view is not None and view.terminal:
+                # chatkit never resumes a settled run (R8.3): what this stream
+                # carries is decoded in the shadow only.
+                rec.reader_stop = ("settled", -1)
             elif not exchange.failed:
                 s.core.observe_connection(run_id=run_id, state="connected")
         elif cap == "abort":

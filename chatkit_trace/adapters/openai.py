@@ -788,6 +788,17 @@ class OpenAIProtocol(AdapterProtocol):
 
     # -- decoding ---------------------------------------------------------------------
 
+    def event_known(self, event: Any) -> bool | None:
+        """Chunks, Responses API events and the run-identity extension are
+        known even when they carry no output (a role chunk, a usage chunk,
+        ``response.created``): only other shapes count as unknown (CK406)."""
+        if not isinstance(event, Mapping):
+            return None
+        if "choices" in event or event.get("object") == "chat.completion.chunk" or "error" in event:
+            return True
+        kind = event.get("type")
+        return isinstance(kind, str) and (kind.startswith("response.") or kind in ("run.started", TOOL_RESULTS, "error"))
+
     def request_events(self, body: Any, run_id: str) -> list[Any]:
         """The tool loop's continuation request carries the tool results."""
         event = tool_results_event(body, run_id)

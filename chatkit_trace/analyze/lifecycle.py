@@ -55,33 +55,61 @@ def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lamb
 def output_after_terminal(ctx: Context) -> Iterator[Finding]:
     """CK101 (R3.5, R2.5a): output for a run after its terminal.
 
-    On a direct run stream the reader stopped at the terminal, so the frames
-    after it were decoded only in the shadow: any of them carrying output
-    (message, delta, work item) or a second terminal is output lost to the
-    UI.  On a subscription the Core rejected it ``terminal-sealed``.  Frames
-    without output (usage, ``[DONE]``, keepalives) are not findings.
+    On a direct run stream the reader stopped at the terminal (or, for a
+    resume of a run already settled, never started), so the frames after it
+    were decoded only in the shadow: any of them carrying output the UI does
+    not show (a delta, a message that differs from the one on screen, a
+    work item) is output lost to the UI.  On a subscription the Core rejected
+    it ``terminal-sealed`` (a second terminal frame included).  Frames
+    without output (usage, ``[DONE]``, keepalives, a repeated terminal on a
+    direct stream, a replay of what is already shown) are not findings.
     """
     for ex in ctx.exchange_records():
-        if ex.reader_stop is None or ex.reader_stop[0] != "terminal":
+        if ex.reader_stop is None or ex.reader_stop[0] not in ("terminal", "settled"):
             continue
-        lost = [fr for fr in ex.frames if fr.state == "after-terminal" and any(f.kind in OUTPUT_KINDS or f.kind in TERMINAL_KINDS for f in fr.shadow)]
+        session = ctx.replay.sessions.get(ex.session_id or "")
+        shown = session.core.snapshot if session is not None else None
+        lost = [
+            fr
+            for fr in ex.frames
+            if fr.state in ("after-terminal", "after-settled") and any(_is_new_output(f, shown) for f in fr.shadow)
+        ]
         if not lost:
             continue
-        term = frame_ref(ex.exchange.index, ex.reader_stop[1])
-        kinds = sorted({f.kind for fr in lost for f in fr.shadow})
+        kinds = sorted({f.kind for fr in lost for f in fr.shadow if f.kind in OUTPUT_KINDS})
+        if ex.reader_stop[0] == "terminal":
+            term = frame_ref(ex.exchange.index, ex.reader_stop[1])
+            message = (
+                f"{len(lost)} frame(s) of output arrived after the run's terminal frame {term}; "
+                "the UI's reader had stopped there, so this output is lost."
+            )
+            extra = [term]
+        else:
+            term = None
+            message = (
+                f"A resume of run {ex.run_id}, which had already settled, carried {len(lost)} frame(s) of output "
+                "the UI does not show: the backend kept producing after its terminal."
+            )
+            extra = []
         yield make_finding(
             "CK101",
             session_id=ex.session_id,
             run_id=ex.run_id,
-            frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in lost[:MAX_FRAMES]] + [term],
-            message=f"{len(lost)} frame(s) of output arrived after the run's terminal frame {term}; "
-            "the UI's reader had stopped there, so this output is lost.",
+            frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in lost[:MAX_FRAMES]] + extra,
+            message=message,
             detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct"},
             keys=["direct"],
         )
-    for (sid, run_id), recs in rejections(
-        ctx, "terminal-sealed", lambda r: r.fact.kind in OUTPUT_KINDS or r.fact.kind in TERMINAL_KINDS
-    ):
+    def sealed(rec: FactRecord) -> bool:
+        ex = ctx.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
+        if ex is not None and ex.capability == "subscribe":
+            return rec.fact.kind in OUTPUT_KINDS or rec.fact.kind in TERMINAL_KINDS
+        # A second reader of the same run (a recorded client resuming a run
+        # whose stream is still open): only output the UI does not show counts.
+        session = ctx.replay.sessions.get(rec.fact.session_id)
+        return _is_new_output(rec.fact, session.core.snapshot if session else None)
+
+    for (sid, run_id), recs in rejections(ctx, "terminal-sealed", sealed):
         yield make_finding(
             "CK101",
             session_id=sid,
@@ -92,6 +120,18 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
             detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
             keys=["sealed"],
         )
+
+
+def _is_new_output(fact, shown) -> bool:
+    """Whether a shadow fact would have changed what the UI shows."""
+    if fact.kind not in OUTPUT_KINDS:
+        return False
+    if fact.kind == "delta":
+        return bool(fact.delta)
+    if fact.kind == "message" and shown is not None:
+        current = shown.message(fact.message.id)
+        return current is None or current.with_run_id(None) != fact.message.with_run_id(None)
+    return True
 
 
 def _end_states(ctx: Context) -> Iterator[tuple]:
