@@ -67,12 +67,14 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
     for ex in ctx.exchange_records():
         if ex.reader_stop is None or ex.reader_stop[0] not in ("terminal", "settled"):
             continue
-        session = ctx.replay.sessions.get(ex.session_id or "")
-        shown = session.core.snapshot if session is not None else None
+        settled = ex.reader_stop[0] == "settled"
+        seen = _seen_event_ids(ctx, ex)
         lost = [
             fr
             for fr in ex.frames
-            if fr.state in ("after-terminal", "after-settled") and any(_is_new_output(f, shown) for f in fr.shadow)
+            if fr.state in ("after-terminal", "after-settled")
+            and _new_event(ctx, fr.exchange_index, fr.frame_index, seen, need_id=settled)
+            and any(_is_output(f) for f in fr.shadow)
         ]
         if not lost:
             continue
@@ -105,9 +107,11 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         if ex is not None and ex.capability == "subscribe":
             return rec.fact.kind in OUTPUT_KINDS or rec.fact.kind in TERMINAL_KINDS
         # A second reader of the same run (a recorded client resuming a run
-        # whose stream is still open): only output the UI does not show counts.
-        session = ctx.replay.sessions.get(rec.fact.session_id)
-        return _is_new_output(rec.fact, session.core.snapshot if session else None)
+        # whose stream is still open): only new output counts, told apart from
+        # replays by outer ids.
+        record = ctx.replay.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
+        seen = _seen_event_ids(ctx, record) if record is not None else set()
+        return _is_output(rec.fact) and _new_event(ctx, rec.exchange_index, rec.frame_index, seen, need_id=True)
 
     for (sid, run_id), recs in rejections(ctx, "terminal-sealed", sealed):
         yield make_finding(
@@ -122,16 +126,38 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _is_new_output(fact, shown) -> bool:
-    """Whether a shadow fact would have changed what the UI shows."""
-    if fact.kind not in OUTPUT_KINDS:
-        return False
+def _seen_event_ids(ctx: Context, ex) -> set[str]:
+    """Outer event ids of the run's frames delivered before this exchange's
+    reader stopped: on its other exchanges, and on this one up to the stop."""
+    out: set[str] = set()
+    stop = ex.reader_stop[1] if ex.reader_stop is not None else -1
+    out.update(f.event_id for f in ex.exchange.frames[: max(stop, -1) + 1] if f.event_id)
+    for other in ctx.exchange_records():
+        if other.exchange.index == ex.exchange.index or other.run_id != ex.run_id or other.session_id != ex.session_id:
+            continue
+        if other.exchange.started_at <= ex.exchange.started_at:
+            out.update(f.event_id for f in other.exchange.frames if f.event_id)
+    return out
+
+
+def _new_event(ctx: Context, exchange_index: int | None, frame_index: int | None, seen: set[str], *, need_id: bool) -> bool:
+    """Whether a frame is a new event rather than a replay of one already
+    delivered (same outer id).  A decoder's state is released at the
+    terminal, so content cannot tell replays apart; outer ids can.  With
+    ``need_id`` (a resume chatkit would never have made), a frame without an
+    id is not counted: replay and new output cannot be told apart."""
+    ex = ctx.exchanges.get(exchange_index) if exchange_index is not None else None
+    frame = ex.frames[frame_index] if ex is not None and frame_index is not None and frame_index < len(ex.frames) else None
+    event_id = frame.event_id if frame is not None else None
+    if event_id is None:
+        return not need_id
+    return event_id not in seen
+
+
+def _is_output(fact) -> bool:
     if fact.kind == "delta":
         return bool(fact.delta)
-    if fact.kind == "message" and shown is not None:
-        current = shown.message(fact.message.id)
-        return current is None or current.with_run_id(None) != fact.message.with_run_id(None)
-    return True
+    return fact.kind in OUTPUT_KINDS
 
 
 def _end_states(ctx: Context) -> Iterator[tuple]:
