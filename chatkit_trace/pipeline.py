@@ -194,6 +194,8 @@ class Replayer:
         self.out = Replay()
         self._seq = 0
         self._foreign: dict[str, SessionDecoder] = {}
+        #: Streams of a run still open, by (session, run): chatkit reads a run once.
+        self._readers: dict[tuple[str | None, str], set[int]] = {}
         protocol = adapter.protocol
         self._has_identity = protocol.implements("identify_event")
         self._has_known = protocol.implements("event_known")
@@ -243,6 +245,12 @@ class Replayer:
     # -- exchange start -------------------------------------------------------------
 
     def start(self, exchange: Exchange) -> None:
+        self._start(exchange)
+        rec = self.out.exchanges[exchange.index]
+        if exchange.capability in STREAMING and rec.run_id is not None and rec.reader_stop is None and exchange.frames:
+            self._readers.setdefault((rec.session_id, rec.run_id), set()).add(exchange.index)
+
+    def _start(self, exchange: Exchange) -> None:
         cap = exchange.capability
         rec = ExchangeRecord(exchange, exchange.session_id, exchange.run_id)
         self.out.exchanges[exchange.index] = rec
@@ -293,6 +301,11 @@ class Replayer:
                 # chatkit never resumes a settled run (R8.3): what this stream
                 # carries is decoded in the shadow only.
                 rec.reader_stop = ("settled", -1)
+            elif self._readers.get((s.session_id, run_id)):
+                # Another stream of this run is still being read: chatkit reads
+                # a run once (it resumes only runs it does not know, R8.3), so a
+                # recorded client's second reader is decoded in the shadow.
+                rec.reader_stop = ("concurrent", -1)
             elif not exchange.failed:
                 s.core.observe_connection(run_id=run_id, state="connected")
         elif cap == "abort":
@@ -523,6 +536,9 @@ class Replayer:
 
     def end(self, exchange: Exchange) -> None:
         rec = self.out.exchanges[exchange.index]
+        readers = self._readers.get((rec.session_id, rec.run_id))
+        if readers is not None:
+            readers.discard(exchange.index)
         if exchange.capability not in STREAMING or rec.run_id is None:
             return
         s = self.session(exchange.session_id)

@@ -162,10 +162,20 @@ def _comparisons(ctx: Context) -> Iterator[Comparison]:
             hist = list(h.result.messages)
             if any(m.run_id for m in hist):
                 strangers = [m for m in hist if m.run_id not in known]
+                lives = {rid: [m for m in rec.settled.messages if m.run_id == rid] for rid, rec in before}
+                # Messages pair by id across runs first: a backend may file a
+                # follow-up turn under the first run's id (A2A's taskId).
+                claimed = {m.id: rid for rid, msgs in lives.items() for m in msgs}
                 for run_id, rec in before:
-                    live = [m for m in rec.settled.messages if m.run_id == run_id]
-                    if live:
-                        yield Comparison(sid, run_id, rec, h, live, [m for m in hist if m.run_id == run_id], strangers)
+                    live = lives[run_id]
+                    if not live:
+                        continue
+                    seen = [
+                        m
+                        for m in hist
+                        if claimed.get(m.id) == run_id or (m.id not in claimed and m.run_id == run_id)
+                    ]
+                    yield Comparison(sid, run_id, rec, h, live, seen, strangers)
             else:
                 run_id, rec = max(before, key=lambda item: item[1].settled_at or 0.0)
                 snap = rec.settled
