@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import io
-import json
 import pickle
 import threading
 import time
@@ -40,9 +39,10 @@ from typing import Any
 
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
+from chatkit_trace.store import exchange_from_row, frame_from_row
 from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
-from chatkit_trace.wire import DecodeError, Frame
+from chatkit_trace.wire import Frame
 
 from .data import DEFAULT_SESSION, END, LRU, START, TraceData
 
@@ -96,53 +96,11 @@ class _LazyFrames:
 
 
 def _frame(row: tuple[Any, ...]) -> Frame:
-    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = (
-        row[:13]
-    )
-    return Frame(
-        ex,
-        idx,
-        transport or "sse",
-        direction or "in",
-        text,
-        raw,
-        event,
-        event_id,
-        start,
-        end,
-        at or 0.0,
-        DecodeError.from_json(json.loads(error)) if error else None,
-        tuple(json.loads(offsets)) if offsets else None,
-    )
+    return frame_from_row(row)
 
 
 def _exchange(row: dict[str, Any], data: TraceData) -> Exchange:
-    def pairs(v: str | None) -> list[tuple[str, str]]:
-        return [tuple(h) for h in (json.loads(v) if v else [])]  # type: ignore[misc]
-
-    ex = Exchange(
-        index=row["id"],
-        method=row["method"] or "GET",
-        url=row["url"] or "",
-        started_at=row["started_at"] or 0.0,
-        ended_at=row["ended_at"],
-        request_headers=pairs(row["request_headers"]),
-        request_body=row["request_body"],
-        status=row["status"],
-        response_headers=pairs(row["response_headers"]),
-        response_body=row["response_body"],
-        transport=row["transport"],
-        end=row["end"],
-        error=row["error"],
-        capability=row["capability"],
-        session_id=row["session_id"],
-        run_id=row["run_id"],
-        run_id_source=row["run_id_source"],
-        cursor=row["cursor"],
-        target_run_id=row["target_run_id"],
-        flow_id=row["flow_id"],
-        notes=json.loads(row["notes"]) if row["notes"] else {},
-    )
+    ex = exchange_from_row(row)
     ex.frames = _LazyFrames(data, ex.index)  # type: ignore[assignment]
     return ex
 

@@ -25,7 +25,7 @@ from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ._schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["TraceStore", "TraceFormatError", "frame_id", "parse_frame_id"]
+__all__ = ["TraceStore", "TraceFormatError", "frame_id", "parse_frame_id", "frame_from_row", "exchange_from_row", "FRAME_COLUMNS"]
 
 
 class TraceFormatError(ChatkitTraceError, ValueError):
@@ -76,7 +76,7 @@ _EXCHANGE_COLUMNS = (
     "target_run_id",
     "notes",
 )
-_FRAME_COLUMNS = (
+FRAME_COLUMNS = (
     "exchange_id",
     "idx",
     "transport",
@@ -92,8 +92,8 @@ _FRAME_COLUMNS = (
     "data_offsets",
 )
 _FRAME_INSERT = (
-    "INSERT OR REPLACE INTO frames (" + ", ".join(f'"{c}"' for c in _FRAME_COLUMNS) + ") "
-    f"VALUES ({', '.join('?' for _ in _FRAME_COLUMNS)})"
+    "INSERT OR REPLACE INTO frames (" + ", ".join(f'"{c}"' for c in FRAME_COLUMNS) + ") "
+    f"VALUES ({', '.join('?' for _ in FRAME_COLUMNS)})"
 )
 
 
@@ -142,13 +142,14 @@ def frame_row(fr: Frame) -> tuple[Any, ...]:
     )
 
 
-def _frame_from_row(row: Sequence[Any]) -> Frame:
-    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = row
+def frame_from_row(row: Sequence[Any]) -> Frame:
+    """A :class:`Frame` from a ``frames`` row (the columns of ``FRAME_COLUMNS``, in order)."""
+    (ex, idx, transport, direction, at, event, event_id, start, end, text, raw, error, offsets) = row[:13]
     return Frame(
         ex,
         idx,
-        transport,
-        direction,
+        transport or "sse",
+        direction or "in",
         text,
         raw,
         event,
@@ -161,7 +162,8 @@ def _frame_from_row(row: Sequence[Any]) -> Frame:
     )
 
 
-def _exchange_from_row(row: dict[str, Any]) -> Exchange:
+def exchange_from_row(row: dict[str, Any]) -> Exchange:
+    """An :class:`Exchange` (without frames) from an ``exchanges`` row as a dict."""
     return Exchange(
         index=row["id"],
         method=row["method"] or "GET",
@@ -321,7 +323,7 @@ class TraceStore:
         cursor = self.db.conn.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
         for row in cursor:
-            ex = _exchange_from_row(dict(zip(names, row)))
+            ex = exchange_from_row(dict(zip(names, row)))
             if with_frames:
                 ex.frames = self.frames(ex.index)
             yield ex
@@ -332,13 +334,13 @@ class TraceStore:
         return None
 
     def frames(self, exchange_index: int, *, start: int = 0, limit: int | None = None) -> list[Frame]:
-        cols = ", ".join(f'"{c}"' for c in _FRAME_COLUMNS)
+        cols = ", ".join(f'"{c}"' for c in FRAME_COLUMNS)
         sql = f"SELECT {cols} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx"
         params: list[Any] = [exchange_index, start]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_frame_from_row(r) for r in self.db.conn.execute(sql, params)]
+        return [frame_from_row(r) for r in self.db.conn.execute(sql, params)]
 
     def capture_errors(self) -> list[dict[str, Any]]:
         return list(self.db["capture_errors"].rows)
