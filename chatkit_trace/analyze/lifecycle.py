@@ -102,6 +102,8 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
             detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct"},
             keys=["direct"],
         )
+    seen_by_exchange: dict[int, set[str]] = {}
+
     def sealed(rec: FactRecord) -> bool:
         ex = ctx.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
         if ex is not None and ex.capability == "subscribe":
@@ -109,9 +111,13 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         # A second reader of the same run (a recorded client resuming a run
         # whose stream is still open): only new output counts, told apart from
         # replays by outer ids.
-        record = ctx.replay.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
-        seen = _seen_event_ids(ctx, record) if record is not None else set()
-        return _is_output(rec.fact) and _new_event(ctx, rec.exchange_index, rec.frame_index, seen, need_id=True)
+        if not _is_output(rec.fact) or rec.exchange_index is None:
+            return False
+        seen = seen_by_exchange.get(rec.exchange_index)
+        if seen is None:
+            record = ctx.replay.exchanges.get(rec.exchange_index)
+            seen = seen_by_exchange[rec.exchange_index] = _seen_event_ids(ctx, record) if record is not None else set()
+        return _new_event(ctx, rec.exchange_index, rec.frame_index, seen, need_id=True)
 
     for (sid, run_id), recs in rejections(ctx, "terminal-sealed", sealed):
         yield make_finding(

@@ -69,12 +69,12 @@ def split_run_ids(ctx: Context) -> Iterator[Finding]:
     for fr in ctx.frames():
         if fr.identity is not None and fr.identity.starts_run and fr.state == "admitted":
             passive[fr.session_id or ""].append((fr.at, fr.identity.run_id, frame_ref(fr.exchange_index, fr.frame_index)))
+    with_facts = {(f.fact.session_id, f.fact.run_id) for f in ctx.facts()}
     for ex in ctx.exchange_records():
         e = ex.exchange
         if e.capability not in ("run", "regenerate", "edit") or ex.dispatch != "accepted" or e.frames:
             continue
-        got = any(f.fact.run_id == ex.run_id and f.fact.session_id == ex.session_id for f in ctx.facts())
-        if got:
+        if (ex.session_id, ex.run_id) in with_facts:
             continue
         later = [p for p in passive.get(ex.session_id or "", []) if e.started_at <= p[0] <= e.started_at + PAIRING_WINDOW and p[1] != ex.run_id]
         if later:
