@@ -291,8 +291,7 @@ def test_bad_input_through_the_real_cli_has_no_traceback(tmp_path: Path) -> None
 
 def test_bad_input_through_the_console_script(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("chatkit-trace")
-    if not exe.exists():  # pragma: no cover - installed without the entry point
-        pytest.skip("no chatkit-trace console script next to this Python")
+    assert exe.exists(), "pip install -e '.[test]' installs the chatkit-trace console script next to this Python"
     bad = write(tmp_path, OPEN + '\n{"op": "emit_delta", "run": "r1"', "bad.jsonl")
     proc = subprocess.run([str(exe), "admit", str(bad)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
