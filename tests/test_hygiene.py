@@ -63,3 +63,33 @@ def test_nothing_reads_the_shared_folder():
         if any(n in text for n in needles):
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def _package_asserts():
+    for root in ("chatkit_trace", "viewer", "addons"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Assert):
+                    yield path.relative_to(ROOT), node
+
+
+def _narrows_a_type(test: ast.expr) -> bool:
+    """``assert isinstance(x, T)`` and ``assert x is not None`` only tell the
+    type checker what is already true; anything else is behaviour."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance":
+        return True
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.IsNot)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    )
+
+
+def test_no_package_code_relies_on_assert_for_behaviour():
+    # The package is a pytest plugin distribution: under pip's newer editable
+    # installs pytest rewrites its modules' assertions, and `python -O` drops
+    # them.  Neither may change what the package does.
+    offenders = [f"{path}:{node.lineno}" for path, node in _package_asserts() if not _narrows_a_type(node.test)]
+    assert offenders == []

@@ -652,7 +652,8 @@ class ChatCore:
     ) -> None:
         view = run.view
         new_status = S.next_run_status(view.status, event or status)
-        assert new_status == status, (view.status, status)
+        if new_status != status:  # an internal invariant, checked under -O too
+            raise RuntimeError(f"run status {view.status!r} cannot settle as {status!r}")
         items = view.work_items
         if status != "completed" and any(i.status == "running" for i in items.values()):
             items = FrozenDict(
