@@ -195,3 +195,43 @@ def test_the_core_scripts_doc_example_holds(tmp_path):
     outcome = run_script_text(script, name="core-scripts.md")
     assert outcome.failures == ()
     assert [line.result for line in outcome.lines][-1] == "rejected"
+
+
+# ------------------------------------------------------------------ worked examples
+
+#: Codes whose worked example is one myproto run stream: it is replayed here
+#: and must report its code, and only it (one cause, one verdict).
+RUN_STREAM_EXAMPLES = ("CK101", "CK102", "CK103", "CK105", "CK302", "CK403", "CK405")
+FRAME_LINE = re.compile(r"^\s+id: (\S+)\s+data: (.*?)(?:\s{2,}\S.*)?$")
+
+
+def _case_from_example(example: str) -> dict:
+    lines = example.splitlines()
+    assert "run r1, SSE" in lines[0], lines[0]
+    sse = []
+    for line in lines[1:]:
+        m = FRAME_LINE.match(line)
+        if m is None:
+            continue
+        event_id, data = m.groups()
+        try:
+            sse.append({"id": event_id, "data": json.loads(data)})
+        except ValueError:
+            sse.append({"raw": f"id: {event_id}\ndata: {data}\n\n"})
+    assert sse, example
+    end = "reset" if "(connection reset)" in example else "complete"
+    run = {"capability": "run", "session": "s1", "run": "r1", "t": 0.0, "request": {"text": "hi", "runId": "r1"}, "sse": sse, "end": end}
+    return {"protocol": "myproto", "exchanges": [run]}
+
+
+@pytest.mark.parametrize("code", RUN_STREAM_EXAMPLES)
+def test_the_worked_example_reports_its_code(code, tmp_path):
+    from chatkit_trace.analyze import analyze
+
+    from .analyze.corpus import load_case
+
+    path = tmp_path / f"{code}.json"
+    path.write_text(json.dumps(_case_from_example(code_doc(code).example)))
+    _, exchanges, adapter = load_case(path)
+    _, findings = analyze(exchanges, adapter)
+    assert sorted({f.code for f in findings}) == [code], [(f.code, f.message) for f in findings]
