@@ -72,6 +72,16 @@ def test_anchors_are_the_documented_ones_and_unique():
         assert target in anchors, target
 
 
+def test_the_document_renders_every_rule_and_code_as_a_heading_with_its_anchor():
+    # CommonMark (markdown-it, which rich brings): an anchor line must not swallow its heading.
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(DOC.read_text("utf-8"))
+    headings = re.findall(r'<p><a id="([a-z0-9-]+)"></a></p>\n<h[23]>(R[0-9.a-z]+|CK\d+) ', html)
+    expected = [(r.anchor, r.id) for r in rules().values()] + [(c.anchor, c.code) for c in codes().values()]
+    assert sorted(headings) == sorted(expected)
+
+
 def test_every_catalogue_code_is_explained_with_the_catalogues_words():
     assert list(codes()) == list(CATALOGUE)
     for info in CATALOGUE.values():
