@@ -1,8 +1,9 @@
-"""Generate docs/cli-reference.md from the CLI itself (so it cannot drift).
+"""Generate docs from the code itself (so they cannot drift).
 
     python -m chatkit_trace._docgen > docs/cli-reference.md
+    python -m chatkit_trace._docgen --finding-codes   # the README's finding-code table
 
-A test regenerates it and compares with the committed file.
+Tests regenerate both and compare them with the committed files.
 """
 
 from __future__ import annotations
@@ -39,5 +40,21 @@ def cli_reference() -> str:
             os.environ["COLUMNS"] = old
 
 
+def finding_codes_table(base: str = "docs/rules.md") -> str:
+    """The README's finding-code table, from the catalogue, each code and rule
+    linked to its explanation in docs/rules.md."""
+    from .analyze import CATALOGUE
+    from .rules import rule_link
+
+    def rules(rule: str) -> str:
+        return " ".join(f"[{r}]({rule_link(r, base)})" for r in rule.split()) if rule != "-" else "-"
+
+    rows = ["| code | severity | rule | when |", "|---|---|---|---|"]
+    rows += [f"| [{c.code}]({rule_link(c.code, base)}) | {c.severity} | {rules(c.rule)} | {c.title} |" for c in CATALOGUE.values()]
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    print(cli_reference(), end="")
+    import sys
+
+    print(finding_codes_table() if sys.argv[1:] == ["--finding-codes"] else cli_reference(), end="\n" if sys.argv[1:] else "")

@@ -1,4 +1,4 @@
-"""``chatkit-trace admit``: the Core's behaviour as data (docs: CORE-SCRIPTS).
+"""``chatkit-trace admit``: the Core's behaviour as data (docs/core-scripts.md).
 
 A *Core script* is a JSON Lines file of commands and facts.  ``admit`` feeds
 it into a fresh :class:`~chatkit_trace.core.ChatCore` and reports what the
@@ -178,7 +178,7 @@ class LineResult:
     failures: tuple[ExpectationFailure, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The pinned per-line object of CORE-SCRIPTS.md."""
+        """The pinned per-line object of docs/core-scripts.md."""
         out: dict[str, Any] = {"line": self.line, "op": self.op, "result": self.result}
         if self.reason is not None:
             out["reason"] = self.reason

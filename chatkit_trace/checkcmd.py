@@ -1,4 +1,4 @@
-"""``chatkit-trace check``: findings for CI (FINDINGS.md).
+"""``chatkit-trace check``: findings for CI (the codes: docs/rules.md#finding-codes).
 
 Exit codes: 0 no finding at or above ``--fail-on``; 1 there is one; 2 usage
 or input error (one clear line, no traceback).
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Replay a trace through its adapter and chatkit's Core and report findings with stable codes. "
         "TRACE is a trace database, a HAR or mitmproxy flow file (with --profile) or a fixture.",
     )
-    p.add_argument("trace", metavar="TRACE")
+    p.add_argument("trace", metavar="TRACE", nargs="?")
     p.add_argument("--profile", help="adapter/profile to decode with (default: the one the trace was recorded with)")
     p.add_argument("--format", choices=("text", "json", "junit"), default="text")
     p.add_argument("--fail-on", choices=("error", "warning", "info", "never"), default="error")
@@ -40,6 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--stall", type=float, default=Options.stall, metavar="SECONDS", help="CK602 threshold")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--no-store", action="store_true", help="do not write facts and findings back into the trace")
+    p.add_argument("--explain", metavar="CODE", help="print what a finding code (or rule number) means, with a worked "
+                   "example, and exit (the same as `chatkit-trace explain CODE`; TRACE is not read)")
     p.set_defaults(run=run)
 
 
@@ -215,6 +217,9 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
     if result.baselined:
         tail += f" ({result.baselined} in the baseline not shown)"
     console.print(tail)
+    if result.findings:
+        code = min(result.findings, key=lambda f: (severity_rank(f.severity), f.code)).code
+        console.print(f"[dim]explain a code and its rules: chatkit-trace explain {code}  (docs/rules.md#{code.lower()})[/dim]", highlight=False)
     return console.export_text(styles=color).rstrip("\n")
 
 
@@ -260,6 +265,13 @@ def render_junit(result: CheckResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.explain:
+        from .explaincmd import explain_text
+
+        print(explain_text([args.explain]))
+        return 0
+    if args.trace is None:
+        raise UsageError("TRACE is required (a trace database, a HAR or flow file, or a fixture), or --explain CODE")
     select, ignore = _codes(args.select), _codes(args.ignore)
     for name in ("first_event", "stall"):
         if getattr(args, name) < 0:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "record": "chatkit_trace.recordcmd",
     "addon-path": "chatkit_trace.recordcmd_path",
     "check": "chatkit_trace.checkcmd",
+    "explain": "chatkit_trace.explaincmd",
     "runs": "chatkit_trace.runscmd",
     "diff": "chatkit_trace.diffcmd",
     "redecode": "chatkit_trace.redecodecmd",

@@ -1,8 +1,8 @@
 """``chatkit-trace record`` and ``chatkit-trace addon-path``.
 
 ``record`` runs mitmproxy's own ``mitmdump`` (or ``mitmweb``) entry point in
-this process with the installed addon script (mitmproxy.md section 5,
-option B), so every mitmdump flag keeps working after ``--``::
+this process with the installed addon script (docs/mitmproxy.md
+section 5), so every mitmdump flag keeps working after ``--``::
 
     chatkit-trace record --profile openai --upstream http://127.0.0.1:8000 \\
         --port 9000 --db recordings/trace.db [-- extra mitmdump args]

@@ -1,7 +1,7 @@
 """The recorded trace in memory: HTTP exchanges with their frames.
 
 A proxy sees exchanges, not chatkit commands.  The capture layer (route
-profiles, ARCHITECTURE.md "Identity") classifies each exchange as a
+profiles, docs/architecture.md "Identity") classifies each exchange as a
 capability (``run``, ``subscribe``, ``resume``, ``history``, ``status``,
 ``abort``, ``steer``, ``regenerate``, ``edit``) and finds its session and run
 ids; :mod:`chatkit_trace.pipeline` then replays the exchanges through the
@@ -56,7 +56,7 @@ class Exchange:
     #: How the response stream ended (:data:`STREAM_ENDS`), ``None`` for no stream.
     end: str | None = None
     error: str | None = None
-    # -- identity, from the route profile (ARCHITECTURE.md "Identity") ------------
+    # -- identity, from the route profile (docs/architecture.md "Identity") -------
     capability: str | None = None
     session_id: str | None = None
     run_id: str | None = None

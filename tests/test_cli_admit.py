@@ -1,4 +1,4 @@
-"""``chatkit-trace admit``: the Core-script runner and its command line (CORE-SCRIPTS)."""
+"""``chatkit-trace admit``: the Core-script runner and its command line (docs/core-scripts.md)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from chatkit_trace._docgen import cli_reference
+from chatkit_trace._docgen import cli_reference, finding_codes_table
 from chatkit_trace.analyze import CATALOGUE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,9 +44,14 @@ def test_command_table_matches_the_cli():
 
 def test_finding_codes_table_matches_the_catalogue():
     block = README.split("<!-- finding-codes", 1)[1].split("<!-- /finding-codes -->", 1)[0]
-    rows = re.findall(r"^\| (CK\d+) \| (\w+) \| ([^|]+) \| ([^|]+) \|$", block, re.M)
-    assert [(c, s, r.strip(), t.strip()) for c, s, r, t in rows] == [
-        (c.code, c.severity, c.rule, c.title) for c in CATALOGUE.values()
+    assert block.split("\n", 1)[1].strip() == finding_codes_table(), (
+        "regenerate: python -m chatkit_trace._docgen --finding-codes"
+    )
+    # Read back, the table says what the catalogue says, and links each code
+    # and rule to its explanation.
+    rows = re.findall(r"^\| \[(CK\d+)\]\(docs/rules\.md#(ck\d+)\) \| (\w+) \| ([^|]+) \| ([^|]+) \|$", block, re.M)
+    assert [(c, a, s, re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", r).strip(), t.strip()) for c, a, s, r, t in rows] == [
+        (c.code, c.code.lower(), c.severity, c.rule, c.title) for c in CATALOGUE.values()
     ]
 
 

@@ -12,7 +12,7 @@ functions and owns everything that is not protocol knowledge:
 * **routing** of interleaved subscription events by ``identify_event``
   (R2.6, R11.2): ``starts_run`` registers a passive run, ``ends_response``
   closes that run's reader but keeps the subscription;
-* **fact event ids** (ARCHITECTURE.md "Identity"): the outer event id when
+* **fact event ids** (docs/architecture.md "Identity"): the outer event id when
   the wire has one, else a deterministic ``{stream}:{frame}``; ``#{n}``
   is appended when one event yields several facts;
 * the rule that a stream that runs dry leaves the outcome unknown (R2.5,

@@ -1,6 +1,6 @@
 """A2A (Agent2Agent) JSON-RPC over SSE: the built-in ``a2a`` adapter.
 
-Modelled on the real a2a-sdk 1.3 server (``docs/protocols/a2a.md``), both
+Modelled on the real a2a-sdk 1.3 server (its captures: ``recordings/captures/a2a``), both
 protocol versions: **1.0** (header ``A2A-Version: 1.0``; ``SendStreamingMessage``,
 ``GetTask``, ``CancelTask``, ``SubscribeToTask``, ``ListTasks``; results wrapped
 as ``{task|message|statusUpdate|artifactUpdate}``, ``TASK_STATE_*`` /

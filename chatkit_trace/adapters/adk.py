@@ -2,7 +2,7 @@
 
 Built against the real google-adk 2.13 source (``cli/api_server.py``,
 ``utils/streaming_utils.py``, ``events/event.py``, ``runners.py``) and
-captures of a real server; wire reference ``docs/protocols/adk.md``.
+captures of a real server (``recordings/captures/adk``).
 
 Wire: plain ``data: <Event JSON>`` SSE frames, no ``event:``/``id:`` lines, no
 start/end/terminal frame (the response just ends); the user message is never

@@ -1,13 +1,14 @@
 """The built-in ``openai`` adapter: OpenAI-compatible streaming (SPEC R2, R11.4).
 
-Wire reference: ``shared/docs/protocols/openai.md`` (sections cited as §n).
+Wire reference: OpenAI's API reference (Chat Completions streaming, Responses
+streaming events) and the real captures in ``recordings/captures/openai``.
 chatkit's TypeScript name is ``createOpenAiAdapter``; registry name ``openai``.
 
 What a run looks like on the wire
 ---------------------------------
 A run is one or more ``POST /v1/chat/completions`` responses (``stream:
 true``), each a series of ``chat.completion.chunk`` objects ending with the
-``[DONE]`` sentinel.  In the OpenAI tool loop (§1.4) a response that ends with
+``[DONE]`` sentinel.  In the OpenAI tool loop a response that ends with
 ``finish_reason: tool_calls`` is followed by a *new* request of the **same
 run**: the client ran the tools and sends their results as ``role: tool``
 messages.  Only the finish reason of the last response concludes the run.
@@ -38,8 +39,8 @@ text fragment of an open part is a :class:`DeltaUpdate` (O(1) in the Core).
 Phases are emitted on change only: ``thinking`` (reasoning), ``generating``
 (text), ``tool`` (a tool call opened, and while the tool loop waits).
 
-Tool calls (§1.3)
------------------
+Tool calls
+----------
 Fragments are keyed by **(choice index, tool_calls[].index)**; ``id``,
 ``name`` and ``type`` come from the first fragment that has them (never
 concatenated), ``function.arguments`` are concatenated.  A fragment with a
@@ -66,8 +67,8 @@ never gets a result stays ``running``: if the run then finishes ``stop``, the
 Core rejects the completion ``active-work`` (CK105), so such a run is never
 reported completed-clean by accident.
 
-Conclusions (§1.4, §1.6)
-------------------------
+Conclusions
+-----------
 * ``stop`` / ``length`` / ``content_filter``: :class:`CompletedUpdate` once
   every choice seen in the response has finished (the truncation or policy
   reason stays in the frame for the analyzers; CompletedUpdate carries none).
@@ -100,8 +101,8 @@ Run identity (R11.4): chatkit's extension puts ``run_id`` on chunks and sends
 ``{"run_id", "type": "run.started"}``; :meth:`~OpenAIProtocol.identify_event`
 answers from those, and a chunk without ``run_id`` cannot be routed.
 
-The Responses API (§2)
-----------------------
+The Responses API
+-----------------
 ``response.*`` events decode into the same single assistant message, with
 part ids from the item ids: ``text:{item_id}:{content_index}``,
 ``reasoning:{item_id}:s{summary_index}`` (summaries),
@@ -202,7 +203,7 @@ def _sentence(message: Any) -> str:
 
 
 def openai_run_error(error: Any, *, fallback_code: str = "error") -> RunError:
-    """A :class:`RunError` from an OpenAI error object (§1.1, §1.6).
+    """A :class:`RunError` from an OpenAI error object.
 
     ``code`` is the protocol's own code as a string (``"500"`` stays
     ``"500"``, ``429`` becomes ``"429"``), or the ``type`` when the code is

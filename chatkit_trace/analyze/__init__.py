@@ -1,4 +1,4 @@
-"""Analyzers: findings with stable codes (FINDINGS.md) from a replayed trace.
+"""Analyzers: findings with stable codes (docs/rules.md#finding-codes) from a replayed trace.
 
 ``analyze(exchanges, adapter)`` replays a trace through the adapter and the
 Core (:mod:`chatkit_trace.pipeline`) and runs every analyzer; each code's

@@ -1,4 +1,4 @@
-"""Findings: the public contract of ``chatkit-trace check`` (FINDINGS.md).
+"""Findings: the public contract of ``chatkit-trace check`` (docs/rules.md#finding-codes).
 
 A code never changes meaning and is never reused; new codes go into a free
 slot of the right family.  Every non-idempotent FactRejectReason the Core
@@ -72,7 +72,7 @@ CATALOGUE: dict[str, CodeInfo] = {
     )
 }
 
-#: FactRejectReason -> code (FINDINGS.md); idempotent reasons have none.
+#: FactRejectReason -> code (docs/rules.md#finding-codes); idempotent reasons have none.
 REASON_CODES: dict[str, str] = {
     "terminal-sealed": "CK101",
     "active-work": "CK105",
@@ -90,7 +90,7 @@ REASON_CODES: dict[str, str] = {
 
 @dataclass
 class Finding:
-    """One finding (the fields of FINDINGS.md, in its order)."""
+    """One finding (the fields of docs/rules.md#finding-codes, in its order)."""
 
     code: str
     severity: str

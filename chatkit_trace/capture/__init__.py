@@ -1,4 +1,4 @@
-"""capture: route profiles, identity extraction and redaction (ARCHITECTURE.md "Identity").
+"""capture: route profiles, identity extraction and redaction (docs/architecture.md "Identity").
 
 What the mitmproxy addon (and ``chatkit-trace import``) does with each
 exchange, in this order::

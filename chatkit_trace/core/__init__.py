@@ -14,7 +14,8 @@ Facts in, results and snapshots out, no I/O (as h11 does for HTTP/1.1)::
     core.emit_completed(run_id="r1", event_id="e3")
     core.snapshot.to_json()
 
-See ``docs/core.md`` for the state machine and the admission order.
+The run state machine is drawn in ``docs/core-state-machine.md``; the
+admission order is rule R3.6a of ``docs/rules.md``.
 """
 
 from ._errors import ChatkitTraceError, HistoryFormatError, InvalidMessageError

@@ -147,7 +147,7 @@ class Snapshot:
         return self.session.status if self.session is not None else "unknown"
 
     def to_json(self) -> dict[str, Any]:
-        """The ``snapshot`` object of CORE-SCRIPTS.md (plus ``session``/``history``)."""
+        """The ``snapshot`` object of docs/core-scripts.md (plus ``session``/``history``)."""
         out: dict[str, Any] = {
             "sessionId": self.session_id,
             "messages": [m.to_json() for m in self.messages],

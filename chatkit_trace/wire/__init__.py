@@ -1,4 +1,4 @@
-"""The wire layer: bytes on the wire -> frames (ARCHITECTURE.md, data flow).
+"""The wire layer: bytes on the wire -> frames (docs/architecture.md, data flow).
 
 Pure Python, no I/O, no mitmproxy or aiohttp imports: the mitmproxy addon's
 writer thread, HAR import and the tests all feed it plain bytes::

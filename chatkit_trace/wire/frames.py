@@ -2,7 +2,7 @@
 
 A *frame* is one unit the chat protocol sends: an SSE event, a WebSocket
 message, a line of an NDJSON body, or a whole JSON body. Frames are the
-recorder's source of truth (ARCHITECTURE.md, "Raw frames are the source of
+recorder's source of truth (docs/architecture.md, "Raw frames are the source of
 truth"): adapters decode them, and everything else can be recomputed from
 them. A frame that could not be decoded is still a frame, with its
 :class:`~chatkit_trace.wire.errors.DecodeError` in ``error``, so the viewer

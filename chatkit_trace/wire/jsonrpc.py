@@ -3,7 +3,7 @@
 A2A sends every SSE event as a whole JSON-RPC response
 (``{"jsonrpc": "2.0", "id": "req-1", "result": {...}}``; an error frame is
 ``{"jsonrpc": "2.0", "id": ..., "error": {"code", "message", "data?"}}``,
-docs/protocols/a2a.md sections 4 and 5), and its requests are JSON-RPC
+as the a2a-sdk captures in recordings/captures/a2a show), and its requests are JSON-RPC
 requests. :func:`classify` looks at one parsed value and returns a
 :class:`JSONRPCMessage`: its kind, the envelope members, and a tuple of
 ``problems`` (empty when the envelope follows the specification). It never

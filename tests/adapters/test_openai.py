@@ -3,7 +3,7 @@
 Real traffic first: every stream of ``recordings/captures/openai`` (litellm
 proxy 1.106.12 in front of the scripted model) and the OpenAI-compatible
 streams of ``recordings/captures/hermes`` go through the SSE parser, the
-adapter and a Core; then each rule of shared/docs/protocols/openai.md is
+adapter and a Core; then each rule of the adapter's docstring is
 pinned on hand-written chunks; a hypothesis fuzz shows that no JSON value
 makes ``decode_event`` raise or emit an invalid message.
 """

@@ -65,7 +65,7 @@ def test_conformance_openai_over_a_subscription(kind: str):
 
 
 class DoneCompletes(OpenAIProtocol):
-    """Mistake 1 of openai.md §4: treats ``[DONE]`` as success."""
+    """The commonest adapter mistake: treats ``[DONE]`` as success."""
 
     def decode_event(self, event, ctx):  # type: ignore[override]
         return [CompletedUpdate()] if event is DONE else super().decode_event(event, ctx)

@@ -1,5 +1,5 @@
 """The findings corpus: each small wire input reports exactly its codes,
-with the decisive frame first (FINDINGS.md; one case per code)."""
+with the decisive frame first (docs/rules.md#finding-codes; one case per code)."""
 
 from __future__ import annotations
 

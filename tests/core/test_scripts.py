@@ -1,7 +1,7 @@
 """Golden Core behaviour as data: every ``tests/core/scripts/*.jsonl`` passes ``--check``.
 
 Each script feeds commands and facts into a fresh Core and states, on every
-line, what the Core must do (SPEC R3-R13; the format is CORE-SCRIPTS, see
+line, what the Core must do (SPEC R3-R13; the format is docs/core-scripts.md, see
 ``chatkit_trace.admit``).  Scripts named ``bug-*.jsonl`` show a Core bug:
 they are listed in :data:`BUGS`, kept out of the passing parametrization and
 expected to fail until the Core is fixed.

@@ -1,4 +1,4 @@
-"""The viewer driven headless with Textual's Pilot: the stories of ARCHITECTURE.md, end to end."""
+"""The viewer driven headless with Textual's Pilot: the README's stories, end to end."""
 
 from __future__ import annotations
 

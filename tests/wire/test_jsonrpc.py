@@ -19,7 +19,7 @@ from chatkit_trace.wire import (
 
 DATA = Path(__file__).parent / "data"
 
-# Shapes copied from a2a-sdk 1.3.0 captures (docs/protocols/a2a.md).
+# Shapes copied from a2a-sdk 1.3.0 captures (recordings/captures/a2a).
 A2A_MESSAGE = {
     "kind": "message",
     "messageId": "m-text-1",
