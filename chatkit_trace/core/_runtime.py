@@ -10,9 +10,11 @@ given (``at=``), and never guesses: a terminal state comes only from a
 terminal fact or from history (R3.4).
 
 Runs are kept in conversation order (``snapshot.runs``, the default
-regenerate target, what regenerate/edit cut): a history read puts the runs
-it names first, in its order, and the others after them; an older page
-(``load_more``) puts its runs before all; a new run goes last.
+regenerate target, what regenerate/edit cut): a refresh that returns the
+whole conversation puts its runs first, in its order, and the runs it does
+not name after them; a page (a refresh with older pages left, or an older
+page) orders the runs it names among the runs the Core knows
+(:meth:`ChatCore._merge_order`); a new run goes last.
 
 Admission decides in this order (SPEC R3.6a, docs/decisions.md):
 
@@ -40,7 +42,7 @@ TS runtime makes on its ``ChatRuntimeAdapter``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -1236,19 +1238,56 @@ class ChatCore:
             prev = sid
         return order
 
-    def _order_runs(self, front: Iterable[str]) -> None:
-        """Put the known runs of ``front`` first, in that order; the others
-        follow in their current order.  A run still queued here has not started
-        and stays after them, whatever a history read says of it."""
+    def _merge_order(self, named: Sequence[str], known: Collection[str], read: str) -> None:
+        """Order the runs as a history read names them (``named``, from
+        :meth:`_history_order`; ``known``: the runs the Core had before it).
+
+        ``read`` is ``"whole"`` (a refresh with ``hasMore: false``: the whole
+        conversation), ``"newest"`` (a refresh with older pages left) or
+        ``"older"`` (``load_more``).  A whole conversation comes first, in its
+        order, and the runs it does not name (still active here, or never
+        stored by the backend) follow in their order.  A page orders the
+        known runs it names in the places they had, in its order; a run new
+        to the Core goes right before the next known run the page names
+        (after the last one when none follows); when the page names no known
+        run, an older page goes before the first run with a message shown and
+        the newest page after the settled runs (before a run still active or
+        queued here).  A queued run has not started: a read never moves it.
+        """
         runs = self._runs
-        ordered = {rid: runs[rid] for rid in front if rid in runs and runs[rid].view.status != S.QUEUED}
-        if not ordered:
+        named = [rid for rid in named if rid in runs and runs[rid].view.status != S.QUEUED]
+        if not named:
             return
-        for rid, run in runs.items():
-            if rid not in ordered:
-                ordered[rid] = run
-        if list(ordered) != list(runs):
-            self._runs = ordered
+        placed = set(named)
+        if read == "whole":
+            order = named + [rid for rid in runs if rid not in placed]
+        else:
+            groups: list[list[str]] = []
+            cur: list[str] = []
+            for rid in named:
+                cur.append(rid)
+                if rid in known:
+                    groups.append(cur)
+                    cur = []
+            rest = [rid for rid in runs if rid not in placed]
+            if not groups:
+                if read == "newest":
+                    at = next((i for i, rid in enumerate(rest) if runs[rid].view.active), len(rest))
+                else:
+                    at = next((i for i, rid in enumerate(rest) if runs[rid].message_ids), len(rest))
+                order = rest[:at] + cur + rest[at:]
+            else:
+                groups[-1].extend(cur)
+                slots = {rid for rid in named if rid in known}
+                it = iter(groups)
+                order = []
+                for rid in runs:
+                    if rid in slots:
+                        order.extend(next(it))
+                    elif rid not in placed:
+                        order.append(rid)
+        if order != list(runs):
+            self._runs = {rid: runs[rid] for rid in order}
             self._run_views = None
 
     def _reindex_runs(self) -> None:
@@ -1334,8 +1373,9 @@ class ChatCore:
         self._rebuild_index()
         self._exec_tools = {mid: parts for mid, parts in self._exec_tools.items() if mid in live}
         self._reindex_runs()
+        known = set(self._runs)
         settled = self._apply_run_snapshots(snaps, at)
-        self._order_runs(self._history_order(result.messages, snaps))
+        self._merge_order(self._history_order(result.messages, snaps), known, "newest" if result.has_more else "whole")
         if result.session is not ABSENT:
             self._session_info = result.session
         self._history = HistoryView(
@@ -1371,7 +1411,7 @@ class ChatCore:
         self._reindex_runs()
         snaps = self._terminal_snapshots(read)
         settled = self._apply_run_snapshots(snaps, at)
-        self._order_runs([rid for rid in self._history_order(read.messages, snaps) if rid not in known])
+        self._merge_order(self._history_order(read.messages, snaps), known, "older")
         self._history = replace(
             self._history,
             loaded=True,

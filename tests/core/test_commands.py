@@ -359,3 +359,25 @@ def test_load_more_creates_and_orders_the_runs_of_an_older_page():
     assert snap.run("h2").error.code == "E"
     assert core.emit_completed(run_id="h2", event_id="late").reason is R.TERMINAL_SEALED
     assert events == []  # nothing was running: nothing settled here
+
+
+def test_run_order_across_pages():
+    """A whole conversation comes first, then what it does not name; a page
+    places its runs among the known ones (decisions.md 93)."""
+    snaps = lambda *ids: [{"id": rid, "status": "completed"} for rid in ids]  # noqa: E731
+    core = ChatCore("s1", capabilities={"history"})
+    core.apply_history({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
+    # Another client ran h2..h5; the newest page names none of the runs known here.
+    core.apply_history({"messages": _hist_turn("h4", "4") + _hist_turn("h5", "5"), "runSnapshots": snaps("h4", "h5"), "hasMore": True, "cursor": "c"})
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h4", "h5"]
+    # The older page goes before the first run shown, after the run paged out before it.
+    core.load_more({"messages": _hist_turn("h2", "2") + _hist_turn("h3", "3"), "runSnapshots": snaps("h2", "h3"), "hasMore": True, "cursor": "d"})
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "h3", "h4", "h5"]
+    core.load_more({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
+    assert [m.run_id for m in core.snapshot.messages][::2] == ["h1", "h2", "h3", "h4", "h5"]
+    # A local run the backend never stored stays after a whole conversation.
+    core.send("r6", {"text": "six"}, project=[user("r6")])
+    settle(core)
+    core.emit_completed(run_id="r6", event_id="t")
+    core.apply_history({"messages": _hist_turn("h0", "zero") + _hist_turn("h5", "5"), "runSnapshots": snaps("h0", "h5"), "hasMore": False})
+    assert [r.id for r in core.snapshot.runs] == ["h0", "h5", "h1", "h2", "h3", "h4", "r6"]
