@@ -21,7 +21,10 @@ Input (the pinned format):
 * any line may carry ``"expect": {"result": ..., "reason": ...}``; a
   history batch may add ``"rule"``.
 
-chatkit-trace's extension: ``"expect": {"snapshot": {...}}`` is a *partial
+chatkit-trace's extensions: the op ``load_more`` (``result``: a
+HistoryResult) is ``history.loadMore()``, an older page that goes before what
+is shown (the pinned ``history`` op is the refresh); ``"expect":
+{"snapshot": {...}}`` is a *partial
 deep match* against the snapshot JSON after that line: every key given must
 be present with a matching value (objects match recursively, lists must have
 the same length and match element by element, anything else must be equal);
@@ -122,6 +125,7 @@ OPS: dict[str, _Op] = {
     "regenerate": _Op({"run": _STR}, {"target": _STR_OR_NULL}, "R10.2"),
     "edit": _Op({"run": _STR, "target": _STR, "input": _ANY}, {}, "R10.2"),
     "history": _Op({"result": _ANY}, {}, "a history refresh (R8)"),
+    "load_more": _Op({"result": _ANY}, {}, "an older history page (R8; chatkit-trace's extension)"),
     "resume_active_run": _Op({}, {}, "R8.3"),
     "dispose": _Op({}, {}, "dispose the runtime"),
     "emit_message": _fact("R3.1", {"message": _ANY}),
@@ -502,6 +506,8 @@ class _Driver:
             return self._command(core.edit(d["run"], target=d["target"], input=d["input"]))
         if op == "history":
             return self._command(core.apply_history(d["result"]))
+        if op == "load_more":
+            return self._command(core.load_more(d["result"]))
         if op == "resume_active_run":
             return self._command(core.resume_active_run())
         if op == "dispose":
@@ -744,7 +750,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             + textwrap.fill(
                 'expect: {"result": accepted|rejected|done|error, "reason": ..., "rule": ..., '
                 '"snapshot": {...}}; "snapshot" is chatkit-trace\'s extension, a partial deep '
-                "match on the snapshot after that line. The scripted adapter accepts every "
+                "match on the snapshot after that line, and so is the op load_more (an older "
+                "history page; history is the refresh). The scripted adapter accepts every "
                 "dispatch and acknowledges every stop; the Core's clock reads the line number.",
                 78,
             )

@@ -358,13 +358,21 @@ def segment_reuse(ctx: Context) -> Iterator[Finding]:
 def duplicate_ids(ctx: Context) -> Iterator[Finding]:
     """CK205 (R4.2): a duplicate message id within a session (a message of
     another run, or twice in a history batch) or part id within a message."""
-    for (sid, run_id), recs in rejections(
-        ctx, "invalid-message", lambda r: r.result.detail in ("part-id-unique", "message-id-unique")
-    ):
+    for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail == "part-id-unique"):
         yield make_finding(
             "CK205", session_id=sid, run_id=run_id, frames=refs(recs),
             message=f"{len(recs)} message(s) repeat a part id within the message ({recs[0].result.detail}).",
             detail={"rule": recs[0].result.detail, "count": len(recs)}, keys=["part"],
+        )
+    # A whole message carrying another run's message id (seed 000 §4.1: the
+    # whole message is rejected, reported as an invalid message; decisions.md 97).
+    for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail == "message-id-unique"):
+        ids = sorted({m.id for m in (getattr(r.fact, "message", None) for r in recs) if isinstance(getattr(m, "id", None), str)})
+        yield make_finding(
+            "CK205", session_id=sid, run_id=run_id, frames=refs(recs),
+            message=f"Run {run_id} reuses the id of another run's message ({', '.join(ids[:3])}): the whole message "
+            "is rejected and the UI never shows it.",
+            detail={"rule": "message-id-unique", "messages": ids, "count": len(recs)}, keys=["message", *ids[:3]],
         )
     for (sid, run_id), recs in rejections(ctx, "invalid-transition", lambda r: "belongs to run" in (r.result.detail or "")):
         yield make_finding(

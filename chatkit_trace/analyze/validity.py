@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, ToolCallPart, to_run_error
+from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, RunError, ToolCallPart, to_run_error
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from .lifecycle import refs, rejections
@@ -45,8 +45,30 @@ def invalid_messages(ctx: Context) -> Iterator[Finding]:
 @analyzer("CK302")
 def unusable_errors(ctx: Context) -> Iterator[Finding]:
     """CK302 (R5.1, R5.3): a failure carries no usable code or message, so the
-    Core falls back to ``UNKNOWN`` (a numeric code included: decisions.md 4)."""
+    Core falls back to ``UNKNOWN`` (a numeric code included: decisions.md 4);
+    a run's failure, or a tool call's (``ToolCallPart.error``, decisions.md 100)."""
+    tools: set[tuple[str, str, str]] = set()
     for rec in ctx.facts():
+        if isinstance(rec.fact, MessageFact) and rec.result.accepted:
+            for part in getattr(rec.fact.message, "parts", ()):
+                if not isinstance(part, ToolCallPart) or part.error is ABSENT:
+                    continue
+                err = to_run_error(part.error)
+                raw = part.error
+                raw_code = raw.code if isinstance(raw, RunError) else raw.get("code") if isinstance(raw, Mapping) else None
+                key = (rec.fact.session_id, rec.fact.run_id, str(part.tool_call_id))
+                if err.code == "UNKNOWN" and raw_code != "UNKNOWN" and key not in tools:
+                    tools.add(key)
+                    yield make_finding(
+                        "CK302",
+                        session_id=rec.fact.session_id,
+                        run_id=rec.fact.run_id,
+                        frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                        message=f"Tool call {part.tool_call_id} failed with an error that has no usable code or message; "
+                        "the UI shows UNKNOWN.",
+                        detail={"tool_call": part.tool_call_id, "raw": err.cause},
+                        keys=["tool", str(part.tool_call_id)],
+                    )
         if isinstance(rec.fact, FailedFact) and rec.result.accepted:
             err = to_run_error(rec.fact.error)
             if err.code == "UNKNOWN" and not (isinstance(rec.fact.error, dict) and rec.fact.error.get("code") == "UNKNOWN"):

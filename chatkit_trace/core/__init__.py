@@ -76,7 +76,7 @@ from ._runtime import (
 )
 from ._sessions import SessionRouter
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
-from ._validate import BUILTIN_DATA_KINDS, RULES, check_history, check_message, is_valid_data_kind
+from ._validate import BUILTIN_DATA_KINDS, RULES, check_history, check_message, coerce_tool_errors, is_valid_data_kind
 from ._values import ABSENT, AbsentType, FrozenDict, freeze, thaw
 
 __all__ = sorted(
@@ -136,6 +136,7 @@ __all__ = sorted(
         "WorkItemFact",
         "check_history",
         "check_message",
+        "coerce_tool_errors",
         "fact_from_json",
         "freeze",
         "get_tool_call_status",

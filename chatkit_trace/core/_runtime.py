@@ -9,6 +9,13 @@ The Core itself never does I/O, never reads the clock unless no time is
 given (``at=``), and never guesses: a terminal state comes only from a
 terminal fact or from history (R3.4).
 
+Runs are kept in conversation order (``snapshot.runs``, the default
+regenerate target, what regenerate/edit cut): a refresh that returns the
+whole conversation puts its runs first, in its order, and the runs it does
+not name after them; a page (a refresh with older pages left, or an older
+page) orders the runs it names among the runs the Core knows
+(:meth:`ChatCore._merge_order`); a new run goes last.
+
 Admission decides in this order (SPEC R3.6a, docs/decisions.md):
 
 1. runtime disposed                                   -> ``runtime-disposed``
@@ -20,8 +27,10 @@ Admission decides in this order (SPEC R3.6a, docs/decisions.md):
 7. source sequence lower than the run's last one      -> ``source-sequence-regressed``
 8. output (message, delta, work item) after the stop
    was acknowledged                                   -> ``output-sealed``
-9. the fact's own checks: ``invalid-message``, ``missing-work-item-id``,
-   ``active-work``, ``invalid-transition``
+9. the fact's own checks: ``invalid-message`` (a message id of another
+   run's message included), ``missing-work-item-id``, ``active-work`` (not
+   once the stop was acknowledged: then the terminal ends the run),
+   ``invalid-transition``
 10. nothing would change                              -> ``no-change``
 11. accepted: state changes, a new snapshot is published.
 
@@ -33,7 +42,7 @@ TS runtime makes on its ``ChatRuntimeAdapter``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -67,7 +76,7 @@ from ._model import (
 )
 from ._pvec import PVec
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
-from ._validate import check_history, check_message
+from ._validate import check_history, check_message, coerce_tool_errors
 from ._values import ABSENT, FrozenDict, freeze
 
 __all__ = [
@@ -157,7 +166,17 @@ class RuntimeEvent:
 class _Run:
     """Mutable bookkeeping behind one published :class:`RunView`."""
 
-    __slots__ = ("view", "seen", "last_seq", "sealed", "output_sealed", "attributes", "message_ids", "project")
+    __slots__ = (
+        "view",
+        "seen",
+        "last_seq",
+        "sealed",
+        "output_sealed",
+        "attributes",
+        "message_ids",
+        "project",
+        "cancelled",
+    )
 
     def __init__(self, view: RunView, project: tuple[RuntimeMessage, ...] = ()) -> None:
         self.view = view
@@ -168,6 +187,9 @@ class _Run:
         self.attributes: dict[str, Any] = {}
         self.message_ids: set[str] = set()
         self.project = project
+        #: A send cancelled while queued: it never reached the backend, so it
+        #: is no conversation turn (no default regenerate target, R10.2).
+        self.cancelled = False
 
 
 _FLAT = (str, int, float, bool, type(None))
@@ -212,7 +234,14 @@ class ChatCore:
         self._version = 0
         self._snapshot: Snapshot | None = None
         self._listeners: list[Callable[[Snapshot], None]] = []
-        self._removed: dict[str, tuple[PVec[RuntimeMessage], dict[str, _Run]]] = {}
+        #: What a regenerate/edit removed, to put back unchanged when the
+        #: adapter refuses it (R10.2): the message order before the cut, the
+        #: removed messages and the removed runs (in conversation order).
+        self._removed: dict[str, tuple[tuple[str, ...], tuple[RuntimeMessage, ...], dict[str, _Run]]] = {}
+        #: Tool-call parts of messages a display-only update changed, as the
+        #: facts (or history) left them: execution state (active-work, tool
+        #: settlements) reads these, never the displayed copy (decisions.md 99).
+        self._exec_tools: dict[str, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -364,22 +393,27 @@ class ChatCore:
             except InvalidMessageError as err:
                 self._invalid(err)
                 return rejected(R.INVALID_MESSAGE, err.rule)
-        msg = message.with_run_id(run_id)  # R13.2
+        msg = coerce_tool_errors(message.with_run_id(run_id))  # R13.2, R5.3
         pos = self._index.get(msg.id) if type(msg.id) is str else None
         old = self._messages[pos] if pos is not None else None
         err = check_message(msg, "live", old)
+        if err is None and old is not None and old.run_id is not None and old.run_id != run_id:
+            # Message ids are unique in the session (seed 000 §4.1): an id of
+            # another run's message rejects the whole message (decisions.md 97).
+            err = InvalidMessageError(
+                "message-id-unique", msg.id, None, "live", f"id belongs to run {old.run_id!r}"
+            )
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
         if run.view.status != S.RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
         if old is not None:
-            if old.run_id is not None and old.run_id != run_id:
-                return rejected(R.INVALID_TRANSITION, f"message {msg.id!r} belongs to run {old.run_id!r}")
             if old == msg:
                 return _REJ_NO_CHANGE
             self._messages = self._messages.set(pos, msg)
-            self._tool_settlements(run, old, msg)
+            shown = self._exec_tools.pop(msg.id, None)
+            self._tool_settlements(run, old.parts if shown is None else shown, msg)
         else:
             self._index[msg.id] = len(self._messages)
             self._messages = self._messages.append(msg)
@@ -388,10 +422,10 @@ class ChatCore:
         self._publish()
         return ACCEPTED
 
-    def _tool_settlements(self, run: _Run, old: RuntimeMessage, new: RuntimeMessage) -> None:
+    def _tool_settlements(self, run: _Run, old_parts: Sequence[Any], new: RuntimeMessage) -> None:
         if self._on_event is None:
             return
-        before = {p.tool_call_id: get_tool_call_status(p) for p in old.parts if isinstance(p, ToolCallPart)}
+        before = {p.tool_call_id: get_tool_call_status(p) for p in old_parts if isinstance(p, ToolCallPart)}
         for p in new.parts:
             if isinstance(p, ToolCallPart):
                 status = get_tool_call_status(p)
@@ -548,10 +582,13 @@ class ChatCore:
             if item.status == "running":
                 return wid
         for mid in run.message_ids:
-            pos = self._index.get(mid)
-            if pos is None:
-                continue
-            for p in self._messages[pos].parts:
+            parts = self._exec_tools.get(mid)  # what the facts said, not a display update
+            if parts is None:
+                pos = self._index.get(mid)
+                if pos is None:
+                    continue
+                parts = self._messages[pos].parts
+            for p in parts:
                 if type(p) is ToolCallPart and get_tool_call_status(p) == "running":
                     return p.tool_call_id
         return None
@@ -584,10 +621,15 @@ class ChatCore:
         assert isinstance(run, _Run)
         if run.view.status != S.RUNNING:
             return rejected(R.INVALID_TRANSITION, f"completed on a {run.view.status} run")
-        busy = self._running_work(run)
-        if busy is not None:
-            return rejected(R.ACTIVE_WORK, f"tool call {busy!r} is still running")
-        self._settle(run, "completed", at=at)
+        # After an acknowledged stop the tool's own settlement is output and
+        # cannot be admitted (output-sealed), so running work cannot block the
+        # terminal: the terminal event ends the run (seed 000 §9, §12;
+        # decisions.md 101).  Work still running is cancelled, as on any stop.
+        if not run.output_sealed:
+            busy = self._running_work(run)
+            if busy is not None:
+                return rejected(R.ACTIVE_WORK, f"tool call {busy!r} is still running")
+        self._settle(run, "completed", at=at, cancel_work=run.output_sealed)
         self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
         self._after_settle(run)
         return ACCEPTED
@@ -649,13 +691,14 @@ class ChatCore:
         interrupt_reason: str | None = None,
         at: float | None = None,
         event: str | None = None,
+        cancel_work: bool = False,
     ) -> None:
         view = run.view
         new_status = S.next_run_status(view.status, event or status)
         if new_status != status:  # an internal invariant, checked under -O too
             raise RuntimeError(f"run status {view.status!r} cannot settle as {status!r}")
         items = view.work_items
-        if status != "completed" and any(i.status == "running" for i in items.values()):
+        if (status != "completed" or cancel_work) and any(i.status == "running" for i in items.values()):
             items = FrozenDict(
                 {k: (replace(v, status="cancelled") if v.status == "running" else v) for k, v in items.items()}
             )
@@ -782,12 +825,25 @@ class ChatCore:
         pos = self._index.get(message.id) if isinstance(message.id, str) else None
         if pos is not None:
             message = message.with_run_id(self._messages[pos].run_id)
+        message = coerce_tool_errors(message)
         err = check_message(message, "content")
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
-        if pos is not None and self._messages[pos] == message:
-            return _REJ_NO_CHANGE
+        if pos is None:
+            rid = message.run_id
+            # Display-only: it may add a message to the conversation (a host
+            # rewrite), never to a run the Core does not know (decisions.md 99).
+            if rid is not None and rid not in self._runs and not any(m.run_id == rid for m in self._messages):
+                return rejected(R.RUN_NOT_FOUND, f"message {message.id!r} names unknown run {rid!r}")
+            self._exec_tools[message.id] = ()
+        else:
+            old = self._messages[pos]
+            if old == message:
+                return _REJ_NO_CHANGE
+            # Execution state (tool status, R6.3 -> active-work) stays what the
+            # facts said: "updateContent 只更新展示数据，不写执行状态".
+            self._exec_tools.setdefault(message.id, old.parts)
         self._put_message(message)
         self._publish()
         return ACCEPTED
@@ -890,7 +946,7 @@ class ChatCore:
             except InvalidMessageError as err:
                 self._invalid(err.with_source("projection"))
                 continue
-            msg = msg.with_run_id(run_id)
+            msg = coerce_tool_errors(msg.with_run_id(run_id))
             err = check_message(msg, "projection")
             if err is not None:
                 self._invalid(err)
@@ -966,9 +1022,7 @@ class ChatCore:
             self._messages = PVec(keep)
         restored = self._removed.pop(run_id, None)
         if restored is not None:
-            old_messages, old_runs = restored
-            self._messages = PVec(list(self._messages) + list(old_messages))
-            self._runs.update(old_runs)
+            self._restore(*restored)
         self._rebuild_index()
         self._dispatch_next()
         self._publish()
@@ -997,6 +1051,7 @@ class ChatCore:
                 ),
             )
             run.sealed = True
+            run.cancelled = True
             self._publish()
             return _DONE
         if view.status != S.RUNNING:
@@ -1029,9 +1084,13 @@ class ChatCore:
             self._publish()
         return _DONE
 
-    def _last_run_id(self) -> str | None:
-        for run_id in reversed(list(self._runs)):
-            return run_id
+    def _default_target(self) -> str | None:
+        """The last conversation turn (R10.2 "目标轮（缺省是最后一轮）"): the last
+        run in conversation order, skipping sends cancelled while queued, which
+        never reached the backend (decisions.md 102)."""
+        for run_id in reversed(self._runs):
+            if not self._runs[run_id].cancelled:
+                return run_id
         return None
 
     def _rerun(
@@ -1049,7 +1108,7 @@ class ChatCore:
             return _refuse(f"the adapter has no {via} capability")
         if any(r.view.active for r in self._runs.values()):
             return _refuse(f"cannot {via} while a run is active or queued (R10.2)")
-        target = target if target is not None else self._last_run_id()
+        target = target if target is not None else self._default_target()
         trun = self._runs.get(target) if target is not None else None
         if trun is None:
             return _refuse(f"unknown target run {target!r}")
@@ -1059,22 +1118,27 @@ class ChatCore:
                 return _refuse(f"the input of run {target!r} is unknown (read from history)")
         if not isinstance(run_id, str) or not run_id or run_id in self._runs:
             return _refuse(f"run id {run_id!r} is missing or already used")
-        # Remove the target run and everything after it (R10.2).
+        # Remove the target run and every run after it in conversation order,
+        # with the messages from the target's first one on; keep what came
+        # before (R10.2: "替换目标轮次及之后的消息与运行记录，保留之前的内容").
         order = list(self._runs)
         cut_runs = order[order.index(target) :]
         cut_set = set(cut_runs)
-        cut_at = len(self._messages)
-        for i, m in enumerate(self._messages):
+        earlier = set(order) - cut_set
+        messages = list(self._messages)
+        cut_at = len(messages)
+        for i, m in enumerate(messages):
             if m.run_id in cut_set:
                 cut_at = i
                 break
-        kept = list(self._messages)[:cut_at]
-        removed_messages = PVec(list(self._messages)[cut_at:])
+        tail = messages[cut_at:]
+        kept = messages[:cut_at] + [m for m in tail if m.run_id in earlier]
+        removed_messages = tuple(m for m in tail if m.run_id not in earlier)
         removed_runs = {rid: self._runs.pop(rid) for rid in cut_runs}
         self._run_views = None
         self._messages = PVec(kept)
         self._rebuild_index()
-        self._removed[run_id] = (removed_messages, removed_runs)
+        self._removed[run_id] = (tuple(m.id for m in messages), removed_messages, removed_runs)
         projected = self._projection(run_id, project)
         self._new_run(
             RunView(
@@ -1092,6 +1156,21 @@ class ChatCore:
         self._dispatch_next(at)
         self._publish()
         return _DONE
+
+    def _restore(self, order: tuple[str, ...], removed: tuple[RuntimeMessage, ...], runs: dict[str, _Run]) -> None:
+        """Put back what a refused regenerate/edit removed, where it was."""
+        current = {m.id: m for m in self._messages}
+        back = {m.id: m for m in removed}
+        out: list[RuntimeMessage] = []
+        for mid in order:
+            m = back[mid] if mid in back else current.get(mid)
+            current.pop(mid, None)
+            if m is not None:
+                out.append(m)
+        out.extend(m for m in self._messages if m.id in current)
+        self._messages = PVec(out)
+        self._runs.update(runs)
+        self._run_views = None
 
     def regenerate(
         self,
@@ -1128,22 +1207,162 @@ class ChatCore:
                 err = err.with_source("history")
                 self._invalid(err)
                 return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+        coerced = tuple(coerce_tool_errors(m) for m in result.messages)
+        if any(a is not b for a, b in zip(coerced, result.messages)):
+            result = replace(result, messages=coerced)
         err = check_history(result)
         if err is not None:
             self._invalid(err)
             return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
         return result
 
+    @staticmethod
+    def _history_order(messages: Sequence[RuntimeMessage], snaps: Sequence[Any]) -> list[str]:
+        """The runs of a history read in conversation order: as its messages
+        order them (a run's first message); a run known only from its (finished)
+        run snapshot comes right after the snapshot listed before it, first
+        when none is."""
+        order: list[str] = []
+        seen: set[str] = set()
+        for m in messages:
+            rid = m.run_id
+            if type(rid) is str and rid not in seen:
+                seen.add(rid)
+                order.append(rid)
+        prev: str | None = None
+        for snap in snaps:
+            sid = snap.id
+            if sid not in seen:
+                seen.add(sid)
+                order.insert(order.index(prev) + 1 if prev is not None else 0, sid)
+            prev = sid
+        return order
+
+    def _merge_order(self, named: Sequence[str], known: Collection[str], read: str) -> None:
+        """Order the runs as a history read names them (``named``, from
+        :meth:`_history_order`; ``known``: the runs the Core had before it).
+
+        ``read`` is ``"whole"`` (a refresh with ``hasMore: false``: the whole
+        conversation), ``"newest"`` (a refresh with older pages left) or
+        ``"older"`` (``load_more``).  A whole conversation comes first, in its
+        order, and the runs it does not name (still active here, or never
+        stored by the backend) follow in their order.  A page orders the
+        known runs it names in the places they had, in its order; a run new
+        to the Core goes right before the next known run the page names
+        (after the last one when none follows); when the page names no known
+        run, an older page goes before the first run with a message shown and
+        the newest page after the settled runs (before a run still active or
+        queued here).  A queued run has not started: a read never moves it.
+        """
+        runs = self._runs
+        named = [rid for rid in named if rid in runs and runs[rid].view.status != S.QUEUED]
+        if not named:
+            return
+        placed = set(named)
+        if read == "whole":
+            order = named + [rid for rid in runs if rid not in placed]
+        else:
+            groups: list[list[str]] = []
+            cur: list[str] = []
+            for rid in named:
+                cur.append(rid)
+                if rid in known:
+                    groups.append(cur)
+                    cur = []
+            rest = [rid for rid in runs if rid not in placed]
+            if not groups:
+                if read == "newest":
+                    at = next((i for i, rid in enumerate(rest) if runs[rid].view.active), len(rest))
+                else:
+                    at = next((i for i, rid in enumerate(rest) if runs[rid].message_ids), len(rest))
+                order = rest[:at] + cur + rest[at:]
+            else:
+                groups[-1].extend(cur)
+                slots = {rid for rid in named if rid in known}
+                it = iter(groups)
+                order = []
+                for rid in runs:
+                    if rid in slots:
+                        order.extend(next(it))
+                    elif rid not in placed:
+                        order.append(rid)
+        if order != list(runs):
+            self._runs = {rid: runs[rid] for rid in order}
+            self._run_views = None
+
+    def _reindex_runs(self) -> None:
+        by_run: dict[Any, set[str]] = {}
+        for m in self._messages:
+            by_run.setdefault(m.run_id, set()).add(m.id)
+        for rid, run in self._runs.items():
+            run.message_ids = by_run.get(rid, set())
+
+    @staticmethod
+    def _terminal_snapshots(result: HistoryResult) -> list[Any]:
+        # runSnapshots hold finished runs (R8.1a); an active run is reported
+        # through activeRun, and inventing one here would create a run nothing
+        # ever settles (decisions.md 9).
+        if result.run_snapshots is ABSENT:
+            return []
+        return [snap for snap in result.run_snapshots if snap.status in S.TERMINAL]
+
+    def _calibrates(self, run: _Run, status: str) -> bool:
+        return not run.sealed and S.next_run_status(run.view.status, f"calibrate-{status}") is not None
+
+    def _apply_run_snapshots(self, snaps: Sequence[Any], at: float | None) -> list[_Run]:
+        """Runs history reports finished: unknown ones are created (a reload's
+        failure card, R8.2), known unsettled ones are settled (R9.1).  Returns
+        the runs settled here."""
+        settled: list[_Run] = []
+        for snap in snaps:
+            run = self._runs.get(snap.id)
+            if run is None:
+                error = to_run_error(snap.error) if snap.error is not ABSENT and snap.status == "failed" else None
+                view = RunView(
+                    snap.id,
+                    snap.status,
+                    origin=snap.origin if snap.origin in ("local", "remote") else "remote",
+                    phase=snap.phase if snap.phase in S.PHASES else "idle",
+                    error=error,
+                    interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
+                    created_at=snap.created_at,
+                    work_items=FrozenDict(snap.work_items) if isinstance(snap.work_items, Mapping) else FrozenDict(),
+                )
+                new = self._new_run(view)
+                new.sealed = view.terminal
+                new.message_ids = {m.id for m in self._messages if m.run_id == snap.id}
+            elif self._calibrates(run, snap.status):
+                reason = snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None
+                self._settle(
+                    run,
+                    snap.status,
+                    error=to_run_error(snap.error) if snap.status == "failed" else None,
+                    interrupt_reason=(reason or ("abort" if run.view.abort is not None else "protocol"))
+                    if snap.status == "interrupted"
+                    else None,
+                    at=at,
+                    event=f"calibrate-{snap.status}",
+                )
+                settled.append(run)
+        return settled
+
     def apply_history(self, result: HistoryResult | Mapping[str, Any], *, at: float | None = None) -> CommandResult:
         """``history.refresh()``: history replaces the settled baseline (R8,
-        decisions.md); messages of runs still active here stay after it.  An
-        invalid batch is rejected whole (R3.7) and changes nothing."""
+        decisions.md 10); messages of runs still active here stay after it.  A
+        run this read reports finished is settled with history's content
+        (decisions.md 98).  Runs follow the conversation: history's order,
+        then the runs history does not name.  An invalid batch is rejected
+        whole (R3.7) and changes nothing."""
         read = self._read_history(result)
         if isinstance(read, CommandResult):
             return read
         result = read
+        snaps = self._terminal_snapshots(result)
+        # Runs this read settles: their content is history's, as for any
+        # settled run ("终态事件或历史终态确认后才结束运行"; "history 可补齐最终内容").
+        settling = {snap.id for snap in snaps if (r := self._runs.get(snap.id)) is not None and self._calibrates(r, snap.status)}
         history_ids = {m.id for m in result.messages}
-        active = {rid for rid, r in self._runs.items() if r.view.active}
+        active = {rid for rid, r in self._runs.items() if r.view.active and rid not in settling}
         live = {m.id: m for m in self._messages if m.run_id in active}
         # A run still streaming here is ahead of any history read: its live
         # messages win over history's copies (R8.3, R8.4: a refresh may come
@@ -1152,48 +1371,11 @@ class ChatCore:
         live_tail = [m for m in live.values() if m.id not in history_ids]
         self._messages = PVec(merged + live_tail)
         self._rebuild_index()
-        for run in self._runs.values():
-            run.message_ids = {m.id for m in self._messages if m.run_id == run.view.id}
-        settled: list[_Run] = []
-        if result.run_snapshots is not ABSENT:
-            for snap in result.run_snapshots:
-                if snap.status not in S.TERMINAL:
-                    # runSnapshots hold finished runs (R8.1a); an active run is
-                    # reported through activeRun, and inventing one here would
-                    # create a run nothing ever settles (decisions.md 9).
-                    continue
-                run = self._runs.get(snap.id)
-                if run is None:
-                    error = to_run_error(snap.error) if snap.error is not ABSENT and snap.status == "failed" else None
-                    view = RunView(
-                        snap.id,
-                        snap.status,
-                        origin=snap.origin if snap.origin in ("local", "remote") else "remote",
-                        phase=snap.phase if snap.phase in S.PHASES else "idle",
-                        error=error,
-                        interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
-                        created_at=snap.created_at,
-                        work_items=FrozenDict(snap.work_items) if isinstance(snap.work_items, Mapping) else FrozenDict(),
-                    )
-                    new = self._new_run(view)
-                    new.sealed = view.terminal
-                    new.message_ids = {m.id for m in self._messages if m.run_id == snap.id}
-                elif (
-                    not run.sealed
-                    and snap.status in S.TERMINAL
-                    and S.next_run_status(run.view.status, f"calibrate-{snap.status}") is not None
-                ):
-                    self._settle(
-                        run,
-                        snap.status,
-                        error=to_run_error(snap.error) if snap.status == "failed" else None,
-                        interrupt_reason=(snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else "protocol")
-                        if snap.status == "interrupted"
-                        else None,
-                        at=at,
-                        event=f"calibrate-{snap.status}",
-                    )
-                    settled.append(run)
+        self._exec_tools = {mid: parts for mid, parts in self._exec_tools.items() if mid in live}
+        self._reindex_runs()
+        known = set(self._runs)
+        settled = self._apply_run_snapshots(snaps, at)
+        self._merge_order(self._history_order(result.messages, snaps), known, "newest" if result.has_more else "whole")
         if result.session is not ABSENT:
             self._session_info = result.session
         self._history = HistoryView(
@@ -1209,9 +1391,12 @@ class ChatCore:
         self._dispatch_next(at)
         return _DONE
 
-    def load_more(self, result: HistoryResult | Mapping[str, Any]) -> CommandResult:
-        """``history.loadMore()``: an older page goes before what is shown;
-        an invalid page, or one repeating a shown message id, is rejected whole."""
+    def load_more(self, result: HistoryResult | Mapping[str, Any], *, at: float | None = None) -> CommandResult:
+        """``history.loadMore()``: an older page goes before what is shown, its
+        runs before the runs shown, and its ``runSnapshots`` count as on the
+        first page (seed 000 §2: one history method serves every page;
+        decisions.md 98).  An invalid page, or one repeating a shown message
+        id, is rejected whole."""
         read = self._read_history(result)
         if isinstance(read, CommandResult):
             return read
@@ -1220,8 +1405,13 @@ class ChatCore:
                 err = InvalidMessageError("message-id-unique", m.id, None, "history", "id already shown")
                 self._invalid(err)
                 return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+        known = set(self._runs)
         self._messages = PVec(list(read.messages) + list(self._messages))
         self._rebuild_index()
+        self._reindex_runs()
+        snaps = self._terminal_snapshots(read)
+        settled = self._apply_run_snapshots(snaps, at)
+        self._merge_order(self._history_order(read.messages, snaps), known, "older")
         self._history = replace(
             self._history,
             loaded=True,
@@ -1229,6 +1419,9 @@ class ChatCore:
             has_more=read.has_more,
         )
         self._publish()
+        for run in settled:
+            self._emit_event("run_settled", run, status=run.view.status)
+        self._dispatch_next(at)
         return _DONE
 
     def resume_active_run(self, *, at: float | None = None) -> CommandResult:

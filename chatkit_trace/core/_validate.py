@@ -28,7 +28,6 @@ rule                        broken when
 ``tool-name``               a tool-call part has no non-empty ``toolName`` (R6.1)
 ``tool-args``               ``args`` is present and not an object (R6.1)
 ``tool-status``             ``status`` is present and not running/completed/failed/cancelled
-``tool-error``              ``error`` is present and not a well-formed RunError (R5.1, R5.2)
 ``data-kind``               a data part's ``kind`` is not ``vendor.name`` (R7.1)
 ``media-mime-type``         a media part has no non-empty string ``mimeType`` (R4.6)
 ``media-placement``         ``placement`` is not ``inline`` or ``separate`` (R4.6)
@@ -37,6 +36,11 @@ rule                        broken when
 ``run-snapshot``            a history run snapshot lacks an id or a known status (R8.1a)
 ``run-snapshot-abort``      a run snapshot's abort record breaks R9.5
 ==========================  ===========================================================
+
+A tool-call part's ``error`` that is not a well-formed RunError is not a
+rule: the Core admits it through ``toRunError`` like a run failure's error
+(``code: 'UNKNOWN'``, the raw value as ``cause``; seed 000 §5, decisions.md
+100), see :func:`coerce_tool_errors`.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ._errors import InvalidMessageError
+from ._facts import to_run_error
 from ._model import (
     ROLES,
     TOOL_STATUSES,
@@ -62,7 +68,14 @@ from ._model import (
 )
 from ._values import ABSENT
 
-__all__ = ["RULES", "check_message", "check_history", "is_valid_data_kind", "BUILTIN_DATA_KINDS"]
+__all__ = [
+    "RULES",
+    "check_message",
+    "check_history",
+    "coerce_tool_errors",
+    "is_valid_data_kind",
+    "BUILTIN_DATA_KINDS",
+]
 
 RULES: tuple[str, ...] = (
     "message-shape",
@@ -82,7 +95,6 @@ RULES: tuple[str, ...] = (
     "tool-name",
     "tool-args",
     "tool-status",
-    "tool-error",
     "data-kind",
     "media-mime-type",
     "media-placement",
@@ -132,10 +144,6 @@ def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
             return InvalidMessageError(
                 "tool-status", mid, pid, source, f"unknown tool status {part.status!r}"
             )
-        if part.error is not ABSENT and not _is_error(part.error):
-            return InvalidMessageError(
-                "tool-error", mid, pid, source, "error must be a RunError {code, message}"
-            )
         return None
     if t is DataPart:
         if not is_valid_data_kind(part.kind):
@@ -168,6 +176,22 @@ def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
             return InvalidMessageError("media-field", mid, pid, source, "size must be an integer >= 0")
         return None
     return InvalidMessageError("part-type", mid, pid if isinstance(pid, str) else None, source)
+
+
+def coerce_tool_errors(msg: Any) -> Any:
+    """``msg`` with every tool-call part's malformed ``error`` passed through
+    ``toRunError`` (seed 000 §5: "run failure and ToolCallPart.error use
+    RunError"; "Core 在准入时用 toRunError 兜底").  Returns ``msg`` itself when
+    nothing needs it (the common case costs one pass over the parts)."""
+    if not isinstance(msg, RuntimeMessage) or not isinstance(msg.parts, tuple):
+        return msg
+    new: list[Any] | None = None
+    for i, part in enumerate(msg.parts):
+        if type(part) is ToolCallPart and part.error is not ABSENT and not _is_error(part.error):
+            if new is None:
+                new = list(msg.parts)
+            new[i] = replace(part, error=to_run_error(part.error))
+    return msg if new is None else msg.with_parts(tuple(new))
 
 
 def check_message(

@@ -352,7 +352,15 @@ def test_message_owned_by_another_run_cannot_be_taken_over():
     core.emit_completed(run_id="r1", event_id="t")
     core.register_run(run_id="r2")
     r = core.emit_message(run_id="r2", event_id="e1", message=text_msg("shared", "new"))
-    assert r.reason is R.INVALID_TRANSITION and "belongs to run" in r.detail
+    # Seed 000 §4.1: message ids are unique in the session; the whole message
+    # is rejected and reported as an invalid message (decisions.md 97).
+    assert r.reason is R.INVALID_MESSAGE and r.detail == "message-id-unique"
+    (err,) = core.invalid_messages
+    assert err.rule == "message-id-unique" and err.message_id == "shared" and err.source == "live"
+    assert core.snapshot.message("shared").parts[0].text == "hi" and core.snapshot.message("shared").run_id == "r1"
+    # A delta into another run's message is still a transition the run cannot make.
+    d = core.emit_delta(run_id="r2", event_id="e2", message_id="shared", part_id="text:0", delta="x")
+    assert d.reason is R.INVALID_TRANSITION and "belongs to run" in d.detail
 
 
 # -- runtime-disposed ---------------------------------------------------------------------

@@ -273,3 +273,111 @@ def test_annotations_must_be_flat():
 def test_state_machine_doc_is_generated_from_the_table():
     doc = (ROOT / "docs" / "core-state-machine.md").read_text()
     assert _state.mermaid() in doc
+
+
+# -- issue 12: conversation order, history settling, paging ---------------------------
+
+
+def _hist_turn(run, text):
+    return [
+        {"id": f"user:{run}", "role": "user", "runId": run, "parts": [{"id": "text", "type": "text", "text": text}]},
+        {"id": f"assistant:{run}", "role": "assistant", "runId": run, "parts": [{"id": "text:0", "type": "text", "text": f"re {text}"}]},
+    ]
+
+
+def _refreshed_core():
+    """Local run r1 settled, then a refresh naming two older history runs before it."""
+    core = running_core("r1", capabilities={"history", "regenerate", "edit"})
+    core.emit_message(run_id="r1", event_id="a", message=text_msg("assistant:r1"))
+    core.emit_completed(run_id="r1", event_id="t")
+    messages = _hist_turn("h1", "one") + _hist_turn("h2", "two") + [
+        {"id": "user:r1", "role": "user", "runId": "r1", "parts": [{"id": "text", "type": "text", "text": "input of r1"}]},
+        text_msg("assistant:r1").to_json() | {"runId": "r1"},
+    ]
+    snaps = [{"id": rid, "status": "completed"} for rid in ("h1", "h2", "r1")]
+    assert core.apply_history({"messages": messages, "runSnapshots": snaps, "hasMore": False}).ok
+    return core
+
+
+def test_regenerate_after_a_refresh_gets_the_messages_before_its_target():
+    """Seed 000 §10.3: "messages 是目标轮之前的会话消息"; the default target is the
+    last turn of the conversation, not the last run the Core happened to create."""
+    core = _refreshed_core()
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "r1"]
+    assert core.regenerate("r2").ok
+    (req,) = core.take_requests()
+    assert isinstance(req, DispatchRequest) and req.target_run_id == "r1" and req.input == {"text": "input of r1"}
+    assert [m.id for m in req.messages] == ["user:h1", "assistant:h1", "user:h2", "assistant:h2"]
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "r2"]
+
+
+def test_edit_of_an_older_run_removes_the_later_runs_with_their_messages():
+    core = _refreshed_core()
+    assert core.edit("r2", target="h2", input={"text": "two, edited"}).ok
+    (req,) = core.take_requests()
+    assert [m.id for m in req.messages] == ["user:h1", "assistant:h1"]
+    assert [r.id for r in core.snapshot.runs] == ["h1", "r2"]
+    assert [m.id for m in core.snapshot.messages] == ["user:h1", "assistant:h1"]
+    # A refused edit puts everything back where it was.
+    core.dispatch_settled("r2", False)
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "r1"]
+    assert [m.id for m in core.snapshot.messages] == [
+        "user:h1", "assistant:h1", "user:h2", "assistant:h2", "user:r1", "assistant:r1",
+    ]
+
+
+def test_history_settling_a_running_run_shows_its_content_and_emits_run_settled():
+    events = []
+    core = ChatCore("s1", capabilities={"history"}, on_event=events.append, clock=lambda: 5.0)
+    core.send("r1", {"text": "hi"}, project=[user("r1")])
+    settle(core)
+    core.emit_message(run_id="r1", event_id="a", message=text_msg("assistant:r1", "Hel"))
+    history = {
+        "messages": [user("r1") | {"runId": "r1"}, text_msg("assistant:r1", "Hello, all of it").to_json() | {"runId": "r1"}],
+        "runSnapshots": [{"id": "r1", "status": "completed"}],
+        "hasMore": False,
+    }
+    assert core.apply_history(history).ok
+    snap = core.snapshot
+    assert snap.run("r1").status == "completed" and snap.message("assistant:r1").parts[0].text == "Hello, all of it"
+    assert [e.type for e in events] == ["run_settled"] and events[0].payload["status"] == "completed"
+    assert not snap.history.reconciliation_required
+
+
+def test_load_more_creates_and_orders_the_runs_of_an_older_page():
+    events = []
+    core = ChatCore("s1", capabilities={"history"}, on_event=events.append)
+    core.apply_history({"messages": _hist_turn("h3", "three"), "runSnapshots": [{"id": "h3", "status": "completed"}], "hasMore": True, "cursor": "c"})
+    page = {
+        "messages": _hist_turn("h1", "one") + _hist_turn("h2", "two"),
+        "runSnapshots": [{"id": "h1", "status": "completed"}, {"id": "h2", "status": "failed", "error": {"code": "E", "message": "m"}}],
+        "hasMore": False,
+    }
+    assert core.load_more(page).ok
+    snap = core.snapshot
+    assert [r.id for r in snap.runs] == ["h1", "h2", "h3"]
+    assert snap.run("h2").error.code == "E"
+    assert core.emit_completed(run_id="h2", event_id="late").reason is R.TERMINAL_SEALED
+    assert events == []  # nothing was running: nothing settled here
+
+
+def test_run_order_across_pages():
+    """A whole conversation comes first, then what it does not name; a page
+    places its runs among the known ones (decisions.md 98)."""
+    snaps = lambda *ids: [{"id": rid, "status": "completed"} for rid in ids]  # noqa: E731
+    core = ChatCore("s1", capabilities={"history"})
+    core.apply_history({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
+    # Another client ran h2..h5; the newest page names none of the runs known here.
+    core.apply_history({"messages": _hist_turn("h4", "4") + _hist_turn("h5", "5"), "runSnapshots": snaps("h4", "h5"), "hasMore": True, "cursor": "c"})
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h4", "h5"]
+    # The older page goes before the first run shown, after the run paged out before it.
+    core.load_more({"messages": _hist_turn("h2", "2") + _hist_turn("h3", "3"), "runSnapshots": snaps("h2", "h3"), "hasMore": True, "cursor": "d"})
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "h3", "h4", "h5"]
+    core.load_more({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
+    assert [m.run_id for m in core.snapshot.messages][::2] == ["h1", "h2", "h3", "h4", "h5"]
+    # A local run the backend never stored stays after a whole conversation.
+    core.send("r6", {"text": "six"}, project=[user("r6")])
+    settle(core)
+    core.emit_completed(run_id="r6", event_id="t")
+    core.apply_history({"messages": _hist_turn("h0", "zero") + _hist_turn("h5", "5"), "runSnapshots": snaps("h0", "h5"), "hasMore": False})
+    assert [r.id for r in core.snapshot.runs] == ["h0", "h5", "h1", "h2", "h3", "h4", "r6"]

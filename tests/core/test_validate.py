@@ -11,6 +11,7 @@ from chatkit_trace.core import (
     InvalidMessageError,
     check_history,
     check_message,
+    coerce_tool_errors,
     history_from_json,
     is_valid_data_kind,
     message_from_json,
@@ -42,7 +43,6 @@ CASES = {
     "tool-name": (msg({k: v for k, v in TOOL.items() if k != "toolName"}), msg(TOOL)),
     "tool-args": (msg(dict(TOOL, args=[1])), msg(dict(TOOL, args={}))),
     "tool-status": (msg(dict(TOOL, status="done")), msg(dict(TOOL, status="cancelled"))),
-    "tool-error": (msg(dict(TOOL, error={"message": "no code"})), msg(dict(TOOL, error={"code": "E", "message": "m"}))),
     "data-kind": (msg(dict(DATA, kind="card")), msg(dict(DATA, kind="chatkit.notice"))),
     "media-mime-type": (msg(dict(MEDIA, mimeType="")), msg(MEDIA)),
     "media-placement": (msg(dict(MEDIA, placement="floating")), msg(dict(MEDIA, placement="separate"))),
@@ -135,3 +135,42 @@ def test_live_projection_drops_only_the_invalid_message():
     assert core.send("r1", {"text": "hi"}, project=[bad, ok]).ok
     assert [m.id for m in core.snapshot.messages] == ["user:r1"]
     assert seen[0].source == "projection" and seen[0].rule == "message-role"
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"message": "no code"}, "no code"),
+        ({"code": "", "message": "empty code"}, "empty code"),
+        ({"code": 7, "message": "numeric code"}, "numeric code"),
+        ("boom", "boom"),
+        (None, "The run failed with an error the backend did not describe."),
+    ],
+)
+def test_a_malformed_tool_error_goes_through_to_run_error(raw, message):
+    """Seed 000 §5: run failures and ToolCallPart.error use RunError, and "Core
+    在准入时用 toRunError 兜底": UNKNOWN with the raw value as cause, no rejection
+    (decisions.md 100).  A well-formed error is kept as it is."""
+    bad = message_from_json(msg(dict(TOOL, status="failed", error=raw)))
+    assert check_message(bad) is None
+    fixed = coerce_tool_errors(bad)
+    err = fixed.parts[0].error
+    assert (err.code, err.message) == ("UNKNOWN", message)
+    assert err.to_json()["cause"] == raw
+    good = message_from_json(msg(dict(TOOL, status="failed", error={"code": "E", "message": "m"})))
+    assert coerce_tool_errors(good) is good
+    for source in ("live", "history", "projection", "content"):
+        seen = []
+        core = ChatCore("s1", capabilities={"history"}, on_invalid_message=seen.append)
+        body = msg(dict(TOOL, status="failed", error=raw), id="m1")
+        if source == "live":
+            core.register_run(run_id="r1")
+            assert core.emit_message(run_id="r1", event_id="e", message=body).accepted
+        elif source == "history":
+            assert core.apply_history({"messages": [body], "hasMore": False}).ok
+        elif source == "projection":
+            assert core.send("r1", {}, project=[body]).ok
+        else:
+            assert core.update_content(message=body).accepted
+        assert seen == []
+        assert core.snapshot.message("m1").parts[0].error.code == "UNKNOWN", source
