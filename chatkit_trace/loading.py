@@ -110,6 +110,10 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         raise FileNotFoundError(f"{p}: no such file")
     if p.is_dir():
         raise TraceInputError(f"{p} is a directory, not a trace")
+    if not p.is_file():
+        raise TraceInputError(f"{p} is not a regular file: give a trace database, a HAR or flow file, or a fixture")
+    if p.stat().st_size == 0:
+        raise TraceInputError(f"{p} is empty: nothing to check (a trace database, a HAR or flow file, or a fixture)")
     kind = kind_of(p)
     if kind in ("har", "flow"):
         if profile is None:
