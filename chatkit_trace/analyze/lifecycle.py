@@ -104,10 +104,25 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         )
     seen_by_exchange: dict[int, set[str]] = {}
 
+    def same_event(rec: FactRecord) -> bool:
+        # The adapter decoded the terminal frame into its terminal update
+        # *followed by* output: the Core admitted the terminal and rejected
+        # the rest terminal-sealed (an adapter bug; the backend sent the
+        # output in time).
+        record = ctx.replay.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
+        return (
+            record is not None
+            and record.reader_stop is not None
+            and record.reader_stop[0] == "terminal"
+            and rec.frame_index == record.reader_stop[1]
+        )
+
     def sealed(rec: FactRecord) -> bool:
         ex = ctx.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
         if ex is not None and ex.capability == "subscribe":
             return rec.fact.kind in OUTPUT_KINDS or rec.fact.kind in TERMINAL_KINDS
+        if same_event(rec):
+            return False  # reported below, with the adapter named as the cause
         # A second reader of the same run (a recorded client resuming a run
         # whose stream is still open): only new output counts, told apart from
         # replays by outer ids.
@@ -129,6 +144,25 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
             "terminal-sealed (the console shows terminal-sealed).",
             detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
             keys=["sealed"],
+        )
+    for (sid, run_id), recs in rejections(ctx, "terminal-sealed", same_event):
+        term = frame_ref(recs[0].exchange_index, recs[0].frame_index)
+        yield make_finding(
+            "CK101",
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=f"{len(recs)} fact(s) of run {run_id} came after the terminal decoded from the same frame {term} "
+            "and were rejected terminal-sealed: the adapter emitted output after the run's terminal update, so the UI "
+            "drops it (the console shows terminal-sealed); emit output before the terminal.",
+            detail={
+                "reason": "terminal-sealed",
+                "count": len(recs),
+                "kinds": sorted({r.fact.kind for r in recs}),
+                "stream": "same-event",
+                "terminal_frame": term,
+            },
+            keys=["same-event"],
         )
 
 
