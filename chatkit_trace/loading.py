@@ -83,7 +83,11 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
             from .capture import load_profile  # type: ignore[attr-defined]
 
             prof = load_profile(profile)
-            protocol_name, caps, name = prof.protocol, sorted(prof.capabilities), prof.name
+            protocol_name, name = prof.protocol, prof.name
+            if prof.adapter_spec is None or not caps:
+                caps = sorted(prof.capabilities)
+            # else: an adapter named alone re-decodes the trace with the
+            # capabilities it was recorded with (only the protocol changes)
         except ImportError:
             protocol_name = profile
         except ChatkitTraceError:
