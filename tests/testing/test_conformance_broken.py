@@ -151,7 +151,6 @@ BROKEN = [
     (DeltaToWrongPart, my_backend.create_backend, "text", "R3.8"),
     (ReusesSegmentIds, my_backend.create_backend, "tool", "R3.8"),
     (CompletesOnTextEnd, my_backend.create_backend, "tool", "R8.4"),
-    (MyProtocol, backend_without_abort, "slow", "R9.3"),
     (MyProtocol, backend_ignoring_stop, "slow", "R9.3"),
     (MyProtocol, backend_keeping_old_runs, "regenerate", "R10.2"),
 ]
