@@ -68,7 +68,7 @@ CAPABILITIES = ("run", "subscribe", "resume", "history", "status", "abort", "ste
 CORE_CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
 PRESET_DIR = Path(__file__).with_name("presets")
 #: Preset names (files ``presets/{name}.toml``).
-PRESETS = ("openai", "adk", "a2a", "hermes", "myproto")
+PRESETS = ("openai", "adk", "a2a", "hermes", "agui", "myproto")
 
 
 class ProfileError(ChatkitTraceError, ValueError):
