@@ -222,7 +222,7 @@ def _continued_later(ctx: Context, ex) -> bool:
     return False
 
 
-@analyzer("CK102", "CK104")
+@analyzer("CK102", "CK104", "CK112")
 def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
     Hermes ``done``) arrived with no conclusion before it: the adapter would
@@ -232,7 +232,16 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     CK102 (R3.4, R2.5): a stream ended cleanly while its run had no
     conclusion and nothing later (history, status read) settled it;
     superseded by CK104 when a marker came first.
+
+    CK112 (R3.4; info, once per trace and route): streams ended cleanly
+    without a conclusion and only a later history or status read settled
+    their runs: the UI showed them running until then.  A protocol without
+    an end-of-run event (stock ADK) has this on every run, and an adapter
+    that does not decode its protocol's end of run too.
     """
+    from .stream import route_of
+
+    by_history: dict[str, list] = defaultdict(list)
     for ex in _end_states(ctx):
         e = ex.exchange
         if _continued_later(ctx, ex):
@@ -251,6 +260,8 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 keys=[e.index],
             )
             continue
+        if e.end == "complete" and settled in ("history", "status"):
+            by_history[route_of(ex)].append((ex, settled))
         if e.end == "complete" and settled is None:
             last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
             yield make_finding(
@@ -263,6 +274,21 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 detail={"frames": len(e.frames), "end": e.end},
                 keys=[e.index],
             )
+    for route, items in sorted(by_history.items()):
+        first = items[0][0]
+        last = frame_ref(first.exchange.index, first.exchange.frames[-1].index) if first.exchange.frames else frame_ref(first.exchange.index, None)
+        yield make_finding(
+            "CK112",
+            session_id=None,
+            run_id=None,
+            frames=[last],
+            message=f"{len(items)} run(s) on {route} ended their stream without a conclusion and only a later "
+            f"{items[0][1]} read settled them: until a refresh the UI shows them running (no completed, failed or "
+            "interrupted came from the stream; if the protocol has an end-of-run event, the adapter does not decode it).",
+            detail={"route": route, "runs": [f"{ex.session_id}/{ex.run_id}" for ex, _ in items[:20]], "count": len(items)},
+            keys=[route],
+            frame_in_fingerprint=False,
+        )
 
 
 @analyzer("CK103")
