@@ -942,7 +942,7 @@ def _resolve(name_or_path: str, *, relative_to: Path | None, seen: tuple[str, ..
         path = Path(name_or_path).expanduser()
         if relative_to is not None and not path.is_absolute():
             path = relative_to / path
-        if not path.exists() and _names_adapter(name_or_path):
+        if not path.is_file() and _names_adapter(name_or_path):
             return _adapter_profile(name_or_path, seen)
         if not path.exists() and "/" not in name_or_path and not path.suffix:
             from ..adapters import available_protocols
