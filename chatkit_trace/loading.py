@@ -91,11 +91,7 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
         except ImportError:
             protocol_name = profile
         except ChatkitTraceError:
-            try:
-                load_protocol(profile)
-            except AdapterNotFound:
-                raise
-            protocol_name = profile
+            raise  # load_profile knows presets, files and adapters: its message lists them
     if not protocol_name:
         raise TraceInputError(
             "the trace does not say which protocol it was recorded with: pass --profile (openai, adk, a2a, hermes, ...)"

@@ -235,7 +235,9 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
 
     CK112 (R3.4; info, once per trace and route): streams ended cleanly
     without a conclusion and only a later history or status read settled
-    their runs: the UI showed them running until then.  A protocol without
+    their runs: the UI showed them running until then (a run the user
+    stopped is CK106's, R9.1: history confirming a stop is the design).
+    A protocol without
     an end-of-run event (stock ADK) has this on every run, and an adapter
     that does not decode its protocol's end of run too.
     """
@@ -261,7 +263,9 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
             )
             continue
         if e.end == "complete" and settled in ("history", "status"):
-            by_history[route_of(ex)].append((ex, settled))
+            view = ctx.run_view(ex.session_id, ex.run_id)
+            if view is None or view.abort is None:  # a stopped run settled by history is R9.1's path (CK106)
+                by_history[route_of(ex)].append((ex, settled))
         if e.end == "complete" and settled is None:
             last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
             yield make_finding(
