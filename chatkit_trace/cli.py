@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "replay": "chatkit_trace.replaycmd",
     "serve": "chatkit_trace.servecmd",
     "redrive": "chatkit_trace.redrivecmd",
+    "new-adapter": "chatkit_trace.newadaptercmd",
 }
 
 

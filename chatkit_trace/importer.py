@@ -422,6 +422,8 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     out = []
     for ex in sorted(exchanges, key=lambda e: e.index):
         m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
+        if m is not None and m.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
+            m = None  # a route for event streams only, as the recorder decides
         if m is not None:
             if ex.response_body is not None:
                 m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)

@@ -83,15 +83,15 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
             from .capture import load_profile  # type: ignore[attr-defined]
 
             prof = load_profile(profile)
-            protocol_name, caps, name = prof.protocol, sorted(prof.capabilities), prof.name
+            protocol_name, name = prof.protocol, prof.name
+            if prof.adapter_spec is None or not caps:
+                caps = sorted(prof.capabilities)
+            # else: an adapter named alone re-decodes the trace with the
+            # capabilities it was recorded with (only the protocol changes)
         except ImportError:
             protocol_name = profile
         except ChatkitTraceError:
-            try:
-                load_protocol(profile)
-            except AdapterNotFound:
-                raise
-            protocol_name = profile
+            raise  # load_profile knows presets, files and adapters: its message lists them
     if not protocol_name:
         raise TraceInputError(
             "the trace does not say which protocol it was recorded with: pass --profile (openai, adk, a2a, hermes, ...)"
@@ -110,6 +110,10 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         raise FileNotFoundError(f"{p}: no such file")
     if p.is_dir():
         raise TraceInputError(f"{p} is a directory, not a trace")
+    if not p.is_file():
+        raise TraceInputError(f"{p} is not a regular file: give a trace database, a HAR or flow file, or a fixture")
+    if p.stat().st_size == 0:
+        raise TraceInputError(f"{p} is empty: nothing to check (a trace database, a HAR or flow file, or a fixture)")
     kind = kind_of(p)
     if kind in ("har", "flow"):
         if profile is None:

@@ -45,7 +45,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ),
         epilog="Arguments after -- go to mitmdump unchanged (e.g. -- --set chatkit_max_db_mb=200 -v).",
     )
-    p.add_argument("--profile", required=True, help="route profile: preset (openai, adk, a2a, hermes, myproto) or a TOML/JSON file")
+    p.add_argument(
+        "--profile", required=True,
+        help="route profile: a preset (openai, adk, a2a, hermes, agui, myproto), a TOML/JSON file, or an adapter "
+        "(an installed adapter's name or module:Class; without routes of its own every streamed response is recorded)",
+    )
     p.add_argument("--upstream", required=True, metavar="URL", help="the backend, e.g. http://127.0.0.1:8000")
     p.add_argument("--port", type=int, default=9000, help="port to listen on (default 9000)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -112,6 +116,17 @@ def mitmdump_args(args: argparse.Namespace) -> list[str]:
     return argv + extra
 
 
+def every_stream_note(spec: str) -> str:
+    """What ``record`` says when ``--profile`` names an adapter without routes."""
+    return (
+        f"chatkit-trace: adapter {spec} has no routes of its own: every streamed response (SSE, NDJSON, "
+        "WebSocket) of the upstream is recorded as a run (its session and run ids from the request body's "
+        "threadId/sessionId and runId when it has them); other exchanges are stored as they are. To narrow it, "
+        f'write a profile file with protocol = "{spec}" and its [[routes]] and pass --profile FILE '
+        "(docs/profiles.md, docs/adapters.md)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from .cli import UsageError
 
@@ -119,11 +134,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         from .capture.profiles import load_profile
 
-        load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
+        profile = load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
     except ImportError:
-        pass
+        profile = None
     except Exception as err:  # noqa: BLE001 - ProfileError, FileNotFoundError …
         raise UsageError(f"--profile {args.profile}: {err}") from None
+    if profile is not None and profile.records_every_stream:
+        print(every_stream_note(args.profile), file=sys.stderr)
     from mitmproxy.tools import main
 
     entry = main.mitmweb if args.web else main.mitmdump

@@ -30,8 +30,15 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         from .store import TraceStore
 
+        from .capture.profiles import load_profile
+
+        prof = load_profile(args.profile)  # loaded above already: no new error here
         with TraceStore(args.trace) as store:
             store.set_meta("profile", args.profile)
+            # later commands decode with what the derived tables were made with
+            store.set_meta("protocol", prof.protocol)
+            if prof.adapter_spec is None:
+                store.set_meta("capabilities", list(prof.capabilities))
     s = result.summary()
     print(f"redecoded {args.trace}: {s['frames']} frames, {s['facts']} facts, {s['total']} finding(s) "
           f"({s['error']} error, {s['warning']} warning, {s['info']} info)")

@@ -19,7 +19,21 @@ Rules it keeps:
 * after a stop is acknowledged and the adapter has ``history``, history is
   read to confirm the outcome (docs/decisions.md, open question 7), and a
   run settled that way has its reader cancelled (R13.5: releasing cancels
-  the reader, it never asks the backend to stop).
+  the reader, it never asks the backend to stop);
+* ``stop="close"`` is for protocols whose only stop is closing the run's
+  stream (AG-UI, stock ADK): the Core gets the abort capability, and a stop
+  cancels the run's reader (the backend sees its client go away) instead of
+  calling an ``abort`` function; the outcome still comes only from a
+  terminal event or history (R9.1).
+
+The scripted backend contract (what capability functions receive and may
+return) is documented in ``docs/adapters.md``: ``run`` / ``regenerate`` /
+``edit`` get a :class:`~chatkit_trace.adapters.RunRequest`, ``abort`` an
+:class:`~chatkit_trace.adapters.AbortRequestArgs`, ``resume`` a
+:class:`~chatkit_trace.adapters.ResumeRequestArgs`, ``history`` a
+:class:`~chatkit_trace.adapters.HistoryRequestArgs`; streams are a
+:class:`Response` (bytes or an async iterator of bytes: SSE) or an async
+iterable of events; ``False`` refuses, an exception is a failed call.
 """
 
 from __future__ import annotations
@@ -144,10 +158,17 @@ def _sse_to_event(ev: Any, event_json: Any) -> StreamEvent:
 class ChatRuntime:
     """One session's Core driven through an adapter (chatkit's ``ChatCoreRuntime``)."""
 
-    def __init__(self, adapter: Adapter, session_id: str, *, core: ChatCore | None = None) -> None:
+    def __init__(
+        self, adapter: Adapter, session_id: str, *, core: ChatCore | None = None, stop: str = "abort"
+    ) -> None:
+        if stop not in ("abort", "close"):
+            raise ValueError(f"stop must be 'abort' or 'close', not {stop!r}")
         self.adapter = adapter
         self.session_id = session_id
-        self.core = core or ChatCore(session_id, capabilities=adapter.capabilities)
+        #: How a stop reaches the backend: the ``abort`` capability, or closing the run's stream.
+        self.stop = stop
+        caps = adapter.capabilities | {"abort"} if stop == "close" else adapter.capabilities
+        self.core = core or ChatCore(session_id, capabilities=caps)
         self.decoder: SessionDecoder = adapter.decoder(session_id)
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -159,6 +180,9 @@ class ChatRuntime:
         self._subscription: asyncio.Task[None] | None = None
         #: Every fact admitted so far with its result, in order.
         self.fact_log: list[tuple[Any, FactResult]] = []
+        #: Every event read from a run's stream, per run: ``(event, fallback id)``
+        #: (the conformance suite decodes them again to prove ids stable, R4.3).
+        self.event_log: dict[str, list[tuple[StreamEvent, str]]] = {}
 
     # ------------------------------------------------------------------ commands
 
@@ -326,6 +350,7 @@ class ChatRuntime:
         concluded = False
         try:
             async for ev in stream_events(result):
+                self.event_log.setdefault(run_id, []).append((ev, f"{stream_no}:{index}"))
                 decoded = self.decoder.decode(
                     ev.data, run_id=run_id, event_id=ev.event_id, fallback_id=f"{stream_no}:{index}"
                 )
@@ -361,6 +386,9 @@ class ChatRuntime:
 
     async def _abort(self, req: AbortRequest) -> None:
         fn = self.adapter.functions.get("abort")
+        if fn is None and self.stop == "close":
+            await self._close_stream(req.run_id)
+            return
         ok = False
         try:
             result = await fn(AbortRequestArgs(self.session_id, req.run_id)) if fn else None
@@ -391,6 +419,29 @@ class ChatRuntime:
             return
         task = self._spawn(self._read_run(req.run_id, result))
         self._readers[req.run_id] = task
+
+    async def _close_stream(self, run_id: str) -> None:
+        """Stop = close the stream: cancel the run's reader (the body's
+        iterator is closed, so the backend sees its client go away).  The
+        close itself always succeeds; what it did to the run only a terminal
+        event or history can tell (R9.1)."""
+        task = self._readers.pop(run_id, None)
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self.core.abort_settled(run_id, True)
+        view = self.core.run_view(run_id)
+        if view is not None and not view.terminal:
+            self.core.observe_connection(run_id=run_id, state="disconnected")
+            if "history" in self.adapter.functions:
+                try:
+                    await self.refresh_history()
+                except Exception as err:  # noqa: BLE001
+                    self._error("history", err)
+        self._pump()
 
     def _cancel_settled_readers(self) -> None:
         for run_id, task in list(self._readers.items()):

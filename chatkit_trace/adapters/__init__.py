@@ -1,7 +1,7 @@
 """Protocol adapters: wire events -> ProtocolUpdates -> facts (SPEC R2).
 
 ``create_adapter(protocol, run=…, history=…)`` is chatkit's createAdapter;
-built-in protocols are ``openai``, ``adk``, ``a2a`` and ``hermes``
+built-in protocols are ``openai``, ``adk``, ``a2a``, ``hermes`` and ``agui``
 (:func:`load_protocol`).
 """
 

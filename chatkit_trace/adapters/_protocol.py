@@ -81,24 +81,46 @@ class EventIdentity:
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
-    """What run / regenerate / edit capability functions receive."""
+    """What ``run`` / ``regenerate`` / ``edit`` capability functions receive
+    (chatkit's ``{sessionId, runId, body, messages}``; docs/adapters.md, "The
+    scripted backend").
 
+    Return a :class:`chatkit_trace.runtime.Response` streaming the answer
+    (its body bytes or an async iterator of bytes, read as SSE), an async
+    iterable of events, ``Response(202)``/``Response(204)`` when the answer
+    comes through ``subscribe``, or ``False`` to refuse; raising means the
+    call did not complete (R2.2).
+    """
+
+    #: The session (chatkit's sessionId).
     session_id: str
+    #: The run this request starts; for regenerate/edit the *new* run (R10.2).
     run_id: str
+    #: What ``encode_input`` (and ``transform_input``) made of the input.
     body: Any
+    #: The session's messages before this run (before the target for regenerate/edit).
     messages: tuple[RuntimeMessage, ...] = ()
+    #: regenerate/edit: the run being replaced; the backend drops it and everything after it.
     target_run_id: str | None = None
+    #: The chat input before encoding.
     input: Any = None
 
 
 @dataclass(frozen=True, slots=True)
 class AbortRequestArgs:
+    """What the ``abort`` capability receives: stop ``run_id`` (R9).  Return
+    an accepted response (2xx: the stop is acknowledged and output sealed);
+    ``False``, a 4xx/5xx or raising leaves the stop unknown (R9.4)."""
+
     session_id: str
     run_id: str
 
 
 @dataclass(frozen=True, slots=True)
 class ResumeRequestArgs:
+    """What the ``resume`` capability receives: replay ``run_id`` from after
+    ``event_id`` (an opaque cursor, R11.6), then continue live."""
+
     session_id: str
     run_id: str
     event_id: str
@@ -106,6 +128,10 @@ class ResumeRequestArgs:
 
 @dataclass(frozen=True, slots=True)
 class HistoryRequestArgs:
+    """What the ``history`` capability receives: return the JSON your
+    ``decode_history`` reads (a value, or a Response whose body is JSON);
+    ``cursor`` is None for the first page (R13.6)."""
+
     session_id: str
     cursor: str | None = None
 
@@ -119,6 +145,10 @@ class AdapterProtocol:
 
     #: Registry name (``openai``, ``adk`` …); custom adapters pick their own.
     name: str = "custom"
+    #: A profile file the adapter ships (a path relative to the module that
+    #: defines the class): the routes ``--profile <adapter>`` records with.
+    #: None: an adapter named as ``--profile`` records every streamed response.
+    profile: str | None = None
 
     def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
         """The request body for ``input`` (required)."""

@@ -1,7 +1,7 @@
 """Adapters by name: built-ins, entry points and ``module:attribute`` paths.
 
 Built-in protocols register under their names (``openai``, ``adk``, ``a2a``,
-``hermes``).  Third-party packages register through the entry-point group
+``hermes``, ``agui``).  Third-party packages register through the entry-point group
 ``chatkit_trace.adapters`` (the value is a ``module:attribute`` that is an
 :class:`AdapterProtocol` subclass or a zero-argument factory returning an
 instance).  A user can also name any importable ``package.module:attribute``
@@ -25,6 +25,7 @@ _BUILTINS: dict[str, str] = {
     "adk": "chatkit_trace.adapters.adk:ADKProtocol",
     "a2a": "chatkit_trace.adapters.a2a:A2AProtocol",
     "hermes": "chatkit_trace.adapters.hermes:HermesProtocol",
+    "agui": "chatkit_trace.adapters.agui:AGUIProtocol",
     "myproto": "chatkit_trace.examples.my_protocol:MyProtocol",
 }
 _REGISTERED: dict[str, Callable[[], AdapterProtocol]] = {}

@@ -258,7 +258,8 @@ def same_content_different_ids(ctx: Context) -> Iterator[Finding]:
 _RANDOM_ID = re.compile(
     r"(?i)(?:[0-9a-f]{8}-[0-9a-f]{4}-[14][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"  # UUID v1/v4
     r"|(?<![0-9a-z])[0-7][0-9a-hjkmnp-tv-z]{25}(?![0-9a-z])"  # ULID
-    r"|(?<!\d)1[5-9]\d{11}(?!\d)"  # millisecond timestamps 2017-2033
+    r"|(?<![\d.])1[5-9]\d{11}(?:\.\d+)?(?![\d.])"  # epoch milliseconds 2017-2033, a fraction allowed
+    r"|(?<![\d.])1[5-9]\d{8}(?:\.\d+)?(?![\d.])"  # epoch seconds 2017-2033 (msg-1796133309.305464)
     r"|[0-9a-f]{24,})"  # long random hex
 )
 
@@ -269,7 +270,8 @@ def random_looking_ids(ctx: Context) -> Iterator[Finding]:
     randomness and no second observation (history read) shows them stable.
 
     Conservative: at least two distinct live message ids must look like a
-    UUIDv1/v4, a ULID, a millisecond timestamp or 24+ hex digits, and the
+    UUIDv1/v4, a ULID, an epoch timestamp in seconds or milliseconds (a
+    fraction allowed) or 24+ hex digits, and the
     trace must hold no history read at all; ids that merely *contain* the
     run id (``assistant:{runId}``) still count only when the random-looking
     part is not the run id chatkit itself chose."""

@@ -104,10 +104,25 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         )
     seen_by_exchange: dict[int, set[str]] = {}
 
+    def same_event(rec: FactRecord) -> bool:
+        # The adapter decoded the terminal frame into its terminal update
+        # *followed by* output: the Core admitted the terminal and rejected
+        # the rest terminal-sealed (an adapter bug; the backend sent the
+        # output in time).
+        record = ctx.replay.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
+        return (
+            record is not None
+            and record.reader_stop is not None
+            and record.reader_stop[0] == "terminal"
+            and rec.frame_index == record.reader_stop[1]
+        )
+
     def sealed(rec: FactRecord) -> bool:
         ex = ctx.exchanges.get(rec.exchange_index) if rec.exchange_index is not None else None
         if ex is not None and ex.capability == "subscribe":
             return rec.fact.kind in OUTPUT_KINDS or rec.fact.kind in TERMINAL_KINDS
+        if same_event(rec):
+            return False  # reported below, with the adapter named as the cause
         # A second reader of the same run (a recorded client resuming a run
         # whose stream is still open): only new output counts, told apart from
         # replays by outer ids.
@@ -129,6 +144,25 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
             "terminal-sealed (the console shows terminal-sealed).",
             detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
             keys=["sealed"],
+        )
+    for (sid, run_id), recs in rejections(ctx, "terminal-sealed", same_event):
+        term = frame_ref(recs[0].exchange_index, recs[0].frame_index)
+        yield make_finding(
+            "CK101",
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=f"{len(recs)} fact(s) of run {run_id} came after the terminal decoded from the same frame {term} "
+            "and were rejected terminal-sealed: the adapter emitted output after the run's terminal update, so the UI "
+            "drops it (the console shows terminal-sealed); emit output before the terminal.",
+            detail={
+                "reason": "terminal-sealed",
+                "count": len(recs),
+                "kinds": sorted({r.fact.kind for r in recs}),
+                "stream": "same-event",
+                "terminal_frame": term,
+            },
+            keys=["same-event"],
         )
 
 
@@ -188,7 +222,7 @@ def _continued_later(ctx: Context, ex) -> bool:
     return False
 
 
-@analyzer("CK102", "CK104")
+@analyzer("CK102", "CK104", "CK112")
 def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
     Hermes ``done``) arrived with no conclusion before it: the adapter would
@@ -198,7 +232,18 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     CK102 (R3.4, R2.5): a stream ended cleanly while its run had no
     conclusion and nothing later (history, status read) settled it;
     superseded by CK104 when a marker came first.
+
+    CK112 (R3.4; info, once per trace and route): streams ended cleanly
+    without a conclusion and only a later history or status read settled
+    their runs: the UI showed them running until then (a run the user
+    stopped is CK106's, R9.1: history confirming a stop is the design).
+    A protocol without
+    an end-of-run event (stock ADK) has this on every run, and an adapter
+    that does not decode its protocol's end of run too.
     """
+    from .stream import route_of
+
+    by_history: dict[str, list] = defaultdict(list)
     for ex in _end_states(ctx):
         e = ex.exchange
         if _continued_later(ctx, ex):
@@ -217,6 +262,10 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 keys=[e.index],
             )
             continue
+        if e.end == "complete" and settled in ("history", "status"):
+            view = ctx.run_view(ex.session_id, ex.run_id)
+            if view is None or view.abort is None:  # a stopped run settled by history is R9.1's path (CK106)
+                by_history[route_of(ex)].append((ex, settled))
         if e.end == "complete" and settled is None:
             last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
             yield make_finding(
@@ -229,6 +278,21 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 detail={"frames": len(e.frames), "end": e.end},
                 keys=[e.index],
             )
+    for route, items in sorted(by_history.items()):
+        first = items[0][0]
+        last = frame_ref(first.exchange.index, first.exchange.frames[-1].index) if first.exchange.frames else frame_ref(first.exchange.index, None)
+        yield make_finding(
+            "CK112",
+            session_id=None,
+            run_id=None,
+            frames=[last],
+            message=f"{len(items)} run(s) on {route} ended their stream without a conclusion and only a later "
+            f"{items[0][1]} read settled them: until a refresh the UI shows them running (no completed, failed or "
+            "interrupted came from the stream; if the protocol has an end-of-run event, the adapter does not decode it).",
+            detail={"route": route, "runs": [f"{ex.session_id}/{ex.run_id}" for ex, _ in items[:20]], "count": len(items)},
+            keys=[route],
+            frame_in_fingerprint=False,
+        )
 
 
 @analyzer("CK103")

@@ -202,6 +202,9 @@ class Match:
     continues: bool = False
     #: The route's name, if it has one.
     route: str | None = None
+    #: The route matches only event-stream responses (``Route.streams_only``):
+    #: the recorder and ``import`` drop the match when the response is not one.
+    streams_only: bool = False
     pending_response: frozenset[str] = _NOTHING
     pending_events: frozenset[str] = _NOTHING
     plan: IdPlan = field(default=_EMPTY_PLAN, compare=False, repr=False)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ CAPABILITIES = ("run", "subscribe", "resume", "history", "status", "abort", "ste
 CORE_CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
 PRESET_DIR = Path(__file__).with_name("presets")
 #: Preset names (files ``presets/{name}.toml``).
-PRESETS = ("openai", "adk", "a2a", "hermes", "myproto")
+PRESETS = ("openai", "adk", "a2a", "hermes", "agui", "myproto")
 
 
 class ProfileError(ChatkitTraceError, ValueError):
@@ -247,6 +248,10 @@ class Route(BaseModel):
     #: A run id from the body that names a run already seen starts a new
     #: turn of it (``{id}:turn{k}``; A2A input-required follow-ups).
     turns: bool = False
+    #: Match only exchanges whose response is an event stream (SSE, NDJSON or
+    #: a WebSocket); other responses on this route stay plain exchanges.  The
+    #: catch-all route of a profile made from an adapter name uses it.
+    streams_only: bool = False
     description: str | None = None
 
     @field_validator("session", "run", "cursor", "target", mode="before")
@@ -368,6 +373,9 @@ class Profile(BaseModel):
     redact: RedactConfig = Field(default_factory=RedactConfig)
 
     _matcher: Any = PrivateAttr(default=None)
+    #: The adapter spec this profile was made from (``--profile
+    #: my_pkg.protocol:MyProtocol``), or None for a preset or a file.
+    _adapter_spec: str | None = PrivateAttr(default=None)
 
     @field_validator("protocol")
     @classmethod
@@ -433,6 +441,19 @@ class Profile(BaseModel):
         if "history" in caps and not protocol.implements("decode_history"):
             del caps["history"]
         return create_adapter(protocol, **caps)
+
+    @property
+    def adapter_spec(self) -> str | None:
+        """The adapter name or ``module:Class`` this profile was made from
+        (``--profile agui-custom``, ``--profile my_pkg.protocol:MyProtocol``),
+        or None for a preset or a profile file."""
+        return self._adapter_spec
+
+    @property
+    def records_every_stream(self) -> bool:
+        """Made from an adapter without routes of its own: its one route
+        takes every streamed response of the upstream as a run."""
+        return any(r.name == ALL_STREAMS_ROUTE for r in self.routes)
 
     def describe(self) -> list[tuple[int, str, str, str]]:
         """``(index, capability, method, path)`` per route, for tables."""
@@ -571,6 +592,7 @@ class _Compiled:
     stream: bool | None
     output: str
     name: str | None
+    streams_only: bool
     #: id fields with response / events sources.
     later_response: frozenset[str]
     later_events: frozenset[str]
@@ -608,6 +630,7 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         stream=r.stream,
         output=r.output,
         name=r.name,
+        streams_only=r.streams_only,
         later_response=frozenset(f for f in ID_FIELDS if any(s.kind == "response" for s in plan.sources(f))),
         later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))),
     )
@@ -761,6 +784,7 @@ class _Matcher:
             output=c.output,
             continues=continues,
             route=c.name,
+            streams_only=c.streams_only,
             pending_response=frozenset(pend_r),
             pending_events=frozenset(pend_e),
             plan=c.plan,
@@ -918,10 +942,15 @@ def _resolve(name_or_path: str, *, relative_to: Path | None, seen: tuple[str, ..
         path = Path(name_or_path).expanduser()
         if relative_to is not None and not path.is_absolute():
             path = relative_to / path
+        if not path.is_file() and _names_adapter(name_or_path):
+            return _adapter_profile(name_or_path, seen)
         if not path.exists() and "/" not in name_or_path and not path.suffix:
+            from ..adapters import available_protocols
+
             raise ProfileError(
-                f"no profile named {name_or_path!r}: presets are {', '.join(available_presets())}, "
-                "or give a .toml/.json file"
+                f"no profile named {name_or_path!r}: presets are {', '.join(available_presets())}; "
+                f"adapters are {', '.join(available_protocols())}; or give a .toml/.json file or an adapter "
+                "as module:Class (e.g. my_pkg.protocol:MyProtocol)"
             )
         where = str(path)
         data = _read(path)
@@ -946,6 +975,72 @@ def _resolve(name_or_path: str, *, relative_to: Path | None, seen: tuple[str, ..
     return data, where
 
 
+#: The name of the one route of a profile made from an adapter without routes.
+ALL_STREAMS_ROUTE = "all-streams"
+
+
+def _names_adapter(spec: str) -> bool:
+    """``module:attribute``, or a registered / entry-point adapter name."""
+    if ":" in spec and "/" not in spec and not spec.startswith(":"):
+        return True
+    if "/" in spec or spec.endswith((".toml", ".json")):
+        return False
+    from ..adapters import available_protocols
+
+    return spec in available_protocols()
+
+
+def _adapter_profile(spec: str, seen: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The profile of an adapter named by ``spec``: the profile file the
+    adapter ships (``AdapterProtocol.profile``, relative to its module), or
+    one route that takes every streamed response of the upstream as a run of
+    its own (session and run ids from a JSON body's usual names when it has
+    them)."""
+    from ..adapters import AdapterNotFound, load_protocol
+
+    where = f"adapter {spec!r}"
+    try:
+        protocol = load_protocol(spec)
+    except AdapterNotFound as err:
+        raise ProfileError(
+            f"{err} (chatkit-trace imports adapters in its own environment, {sys.executable}: "
+            "install the adapter there, e.g. pip install -e ./my_adapter)"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - an adapter module that fails to import
+        raise ProfileError(f"{where}: importing it failed: {type(err).__name__}: {err}") from None
+    own = getattr(protocol, "profile", None)
+    if own:
+        import inspect
+
+        module_file = inspect.getsourcefile(type(protocol)) or ""
+        path = Path(own) if Path(own).is_absolute() else Path(module_file).parent / own
+        data, file_where = _resolve(str(path), relative_to=None, seen=(*seen, where))
+        data = dict(data)
+        data.setdefault("protocol", spec)
+        return data, f"{where} ({file_where})"
+    name = protocol.name if protocol.name and protocol.name != "custom" else spec
+    return {
+        "name": name,
+        "protocol": spec,
+        "description": f"adapter {spec} without routes: every streamed response of the upstream is a run",
+        "capabilities": ["run"],
+        "routes": [
+            {
+                "name": ALL_STREAMS_ROUTE,
+                "capability": "run",
+                "method": "*",
+                "path": "/**",
+                "session": [
+                    "body:threadId", "body:thread_id", "body:sessionId", "body:session_id",
+                    "header:X-Session-Id", "derived:exchange",
+                ],
+                "run": ["body:runId", "body:run_id", "derived"],
+                "streams_only": True,
+            }
+        ],
+    }, where
+
+
 def parse_profile(data: Mapping[str, Any], where: str = "profile") -> Profile:
     """A :class:`Profile` from already-parsed data (no ``extends``); errors as :class:`ProfileError`."""
     raw = dict(data)
@@ -956,7 +1051,10 @@ def parse_profile(data: Mapping[str, Any], where: str = "profile") -> Profile:
 
 
 def load_profile(name_or_path: str, overrides: str | None = None) -> Profile:
-    """A preset by name (``openai``, ``adk``, ``a2a``, ``hermes``, ``myproto``) or a file.
+    """A preset by name (``openai``, ``adk``, ``a2a``, ``hermes``, ``agui``,
+    ``myproto``), a file, or an adapter: a registered or entry-point adapter
+    name, or ``module:Class`` (the profile the adapter ships, else one route
+    that records every streamed response of the upstream as a run).
 
     A file (``.toml`` or ``.json``) may say ``extends = "adk"`` (a preset or
     another file, relative to it): its ``routes`` come first, then the
@@ -971,6 +1069,7 @@ def load_profile(name_or_path: str, overrides: str | None = None) -> Profile:
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise ProfileError("no profile given: name a preset (" + ", ".join(available_presets()) + ") or a file")
     data, where = _resolve(name_or_path.strip(), relative_to=None, seen=())
+    adapter_spec = name_or_path.strip() if where.startswith("adapter ") else None
     if overrides:
         opath = Path(overrides).expanduser()
         if "\n" not in overrides and "=" not in overrides and not overrides.lstrip().startswith("{"):
@@ -987,4 +1086,6 @@ def load_profile(name_or_path: str, overrides: str | None = None) -> Profile:
         if "name" not in odata:
             data["name"] = name
         where = f"{where} + {owhere}"
-    return parse_profile(data, where)
+    profile = parse_profile(data, where)
+    profile._adapter_spec = adapter_spec
+    return profile

@@ -55,8 +55,9 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
         str,
         "",
         (
-            "chatkit-trace route profile: a preset name (openai, adk, a2a, hermes, myproto …) or a TOML/JSON "
-            "profile file. Empty: record every exchange without identity (no facts)."
+            "chatkit-trace route profile: a preset name (openai, adk, a2a, hermes, agui, myproto …), a TOML/JSON "
+            "profile file, or an adapter (an installed adapter's name or module:Class, importable by this Python). "
+            "Empty: record every exchange without identity (no facts)."
         ),
     ),
     "chatkit_db": (str, "chatkit-trace.db", "chatkit-trace: the SQLite trace file to record into (created, or appended to)."),
@@ -309,6 +310,9 @@ class Recorder:
                         "(set chatkit_profile)")
         else:
             logger.info(f"chatkit-trace: recording into {config.db} with profile {config.profile.name}")
+            if config.profile.records_every_stream:
+                logger.info("chatkit-trace: the adapter has no routes: every streamed response is recorded as a run "
+                            "(narrow it with a profile file, docs/profiles.md)")
 
     def running(self) -> None:
         try:

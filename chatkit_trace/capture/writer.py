@@ -645,6 +645,8 @@ class Writer(threading.Thread):
             ex.response_headers = headers
         ex.transport = transport
         ex.notes["response_at"] = t
+        if st.match is not None and st.match.streams_only and transport not in ("sse", "ndjson") and status != 101:
+            _drop_match(st)  # a route for event streams only (Route.streams_only)
         if transport in ("sse", "ndjson", "body"):
             st.decoder = make_decoder(_header(headers, "content-encoding"))
             if st.decoder.unsupported_error is not None:
@@ -830,6 +832,8 @@ class Writer(threading.Thread):
             decoded, problem = self._decode_whole(body, _header(st.response_headers, "content-encoding"))
             if problem:
                 ex.notes["response_body_encoding"] = problem
+        if st.match is not None and st.match.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
+            _drop_match(st)
         if st.match is not None and not st.resolved:
             st.match = resolve_from_response(st.match, ex.status, st.response_headers, decoded)
             st.resolved = True
@@ -1174,3 +1178,11 @@ class Writer(threading.Thread):
                       f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
                       "(the traffic itself was not affected); raise chatkit_queue to keep more")
         store.close()
+
+
+def _drop_match(st: _Flow) -> None:
+    """The response is not an event stream and the route takes only those:
+    the exchange stays a plain one (stored, not a run)."""
+    st.match = None
+    if st.ex.notes.get("identity") == "pending":
+        del st.ex.notes["identity"]

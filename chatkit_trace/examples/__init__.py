@@ -1,1 +1,9 @@
-"""Example adapters: the seed's "my protocol" rewritten in Python."""
+"""Example adapters and scripted backends (docs/adapters.md).
+
+* ``my_protocol`` / ``my_backend``: the seed's "my protocol" rewritten in
+  Python, with an in-memory scripted backend (run, abort, history, a
+  truncating regenerate);
+* ``agui_backend``: a scripted AG-UI backend built on the real
+  ``ag-ui-protocol`` package (needs it installed: chatkit-trace's ``test``
+  extra), for the ``agui`` adapter's conformance suite and for recording.
+"""

@@ -206,6 +206,10 @@ class TraceStore:
                 raise TraceFormatError(f"{p} is a directory, not a trace database")
             if not p.exists() and not create:
                 raise FileNotFoundError(f"no trace database at {p}")
+            if p.exists() and not p.is_file():
+                # /dev/null, a pipe: SQLite cannot keep a database there (and
+                # would fail with "disk I/O error" half way through)
+                raise TraceFormatError(f"{p} is not a regular file, not a trace database")
         try:
             if readonly and not memory:
                 conn = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, check_same_thread=False)
@@ -220,7 +224,8 @@ class TraceStore:
         if "meta" not in tables:
             if tables - {"_sqlite_migrations"} and not create:
                 raise TraceFormatError(f"{self.path} is a SQLite database but not a chatkit-trace recording (no meta table)")
-            if readonly:
+            if readonly or not create:
+                # never turn a user's empty file into a trace behind their back
                 raise TraceFormatError(f"{self.path} is empty: not a chatkit-trace recording")
             if tables - {"_sqlite_migrations"}:
                 raise TraceFormatError(f"{self.path} already holds other tables: refusing to turn it into a trace")

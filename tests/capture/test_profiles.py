@@ -127,7 +127,7 @@ def test_unreadable_files_say_why(tmp_path, text, name, expected):
 
 
 def test_unknown_names_missing_files_and_cycles(tmp_path):
-    with pytest.raises(ProfileError, match="no profile named 'opneai': presets are a2a, adk, hermes, myproto, openai"):
+    with pytest.raises(ProfileError, match="no profile named 'opneai': presets are a2a, adk, agui, hermes, myproto, openai; adapters are "):
         load_profile("opneai")
     with pytest.raises(ProfileError, match="no such profile file"):
         load_profile(str(tmp_path / "missing.toml"))

@@ -151,7 +151,6 @@ BROKEN = [
     (DeltaToWrongPart, my_backend.create_backend, "text", "R3.8"),
     (ReusesSegmentIds, my_backend.create_backend, "tool", "R3.8"),
     (CompletesOnTextEnd, my_backend.create_backend, "tool", "R8.4"),
-    (MyProtocol, backend_without_abort, "slow", "R9.3"),
     (MyProtocol, backend_ignoring_stop, "slow", "R9.3"),
     (MyProtocol, backend_keeping_old_runs, "regenerate", "R10.2"),
 ]
@@ -182,3 +181,107 @@ def test_generated_test_fails_with_a_message_naming_the_rule():
     test = _make_test(harness(NoProjection), "text")
     with pytest.raises(AssertionError, match=r"^\[R4\.5\]"):
         test()
+
+
+# -- issue 19: what the suite let through -------------------------------------------------
+
+
+class ClockIds(MyProtocol):
+    """Names the answer ``msg-{time.time()}``: stable within a decode, new on every other (R4.3)."""
+
+    def decode_event(self, event, ctx):  # type: ignore[override]
+        import time
+
+        out = []
+        for u in super().decode_event(event, ctx):
+            if isinstance(u, MessageUpdate):
+                m = u.message
+                u = MessageUpdate(RuntimeMessage(ctx.state.setdefault("id", f"msg-{time.time()}"), m.role, m.parts, m.run_id))
+            out.append(u)
+        return out
+
+
+class NeverConcludes(MyProtocol):
+    """Decodes ``done`` to nothing: only history can settle the run (R3.4)."""
+
+    def decode_event(self, event, ctx):  # type: ignore[override]
+        if isinstance(event, dict) and event.get("type") == "done":
+            return []
+        return super().decode_event(event, ctx)
+
+
+class TextAfterDone(MyProtocol):
+    """Emits a delta after ``completed`` in the same event (R3.5)."""
+
+    def decode_event(self, event, ctx):  # type: ignore[override]
+        updates = list(super().decode_event(event, ctx))
+        if any(isinstance(u, CompletedUpdate) for u in updates):
+            return updates + [DeltaUpdate(f"assistant:{ctx.run_id}", "text:0", "!")]
+        return updates
+
+
+class EncodeRaises(MyProtocol):
+    def encode_input(self, input, ctx):  # type: ignore[override]
+        raise KeyError("model")
+
+
+@pytest.mark.parametrize("backend", [my_backend.create_backend, backend_without_history], ids=["history", "no-history"])
+@pytest.mark.parametrize(
+    ("protocol", "scenario", "rule"),
+    [(ClockIds, "text", "R4.3"), (NeverConcludes, "text", "R3.4"), (NeverConcludes, "tool", "R3.4"), (TextAfterDone, "text", "R3.5")],
+    ids=["clock-ids", "never-concludes", "never-concludes-tool", "text-after-done"],
+)
+def test_issue19_bugs_are_caught_with_and_without_history(protocol, backend, scenario, rule):
+    report = run_scenario(harness(protocol, backend), scenario)
+    assert rule in report.failed_rules, str(report)
+    if protocol is TextAfterDone:
+        assert "R3.8" not in report.failed_rules  # one rejection, one rule: the one it breaks
+
+
+def test_history_calibration_is_not_a_terminal_from_the_stream():
+    report = run_scenario(harness(NeverConcludes), "text")
+    check = next(c for c in report.failures if c.rule == "R3.4")
+    assert "only history calibration settled it (completed)" in check.message
+
+
+def test_a_scenario_fails_with_a_check_never_an_exception():
+    for scenario in ("text", "regenerate", "slow"):
+        report = run_scenario(harness(EncodeRaises), scenario)
+        assert report.failures, str(report)
+    report = run_scenario(harness(NeverConcludes, backend_without_history), "regenerate")
+    assert {"R3.4", "R10.2"} <= report.failed_rules and "R12" not in report.failed_rules, str(report)
+
+
+def test_an_exception_is_a_check_that_names_the_step():
+    from chatkit_trace.testing.conformance import _scenario
+    import asyncio
+
+    class DecodeRaises(MyProtocol):
+        def project_input(self, input, ctx):  # type: ignore[override]
+            raise RuntimeError("boom")
+
+    report = asyncio.run(_scenario(harness(DecodeRaises), "text"))
+    [check] = report.failures
+    assert check.rule == "R12" and "while sending the input" in check.message and "RuntimeError: boom" in check.message
+
+
+def test_an_undeclared_abort_skips_slow_with_a_line(capsys):
+    report = run_scenario(harness(MyProtocol, backend_without_abort), "slow")
+    assert report.skipped and "declares no abort capability" in report.skipped and "stop='close'" in report.skipped
+    assert not report.checks
+    from chatkit_trace.testing.conformance import _make_test
+
+    with pytest.raises(pytest.skip.Exception, match="slow: the adapter declares no abort capability"):
+        _make_test(harness(MyProtocol, backend_without_abort), "slow")()
+
+
+def test_undeclared_optional_scenarios_are_skipped_tests_with_their_reason():
+    from chatkit_trace.testing import run_adapter_conformance
+
+    ns: dict = {}
+    h = harness()
+    h.capabilities = {}
+    names = run_adapter_conformance("mine", h, ns)
+    assert names == [f"test_conformance_mine_{k}" for k in ("text", "tool", "fail", "slow")]
+    with pytest.raises(pytest.skip.Exception, match="regenerate: regenerate is not declared"):
+        ns["test_conformance_mine_regenerate"]()
