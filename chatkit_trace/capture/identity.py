@@ -202,6 +202,8 @@ class Match:
     continues: bool = False
     #: The route's name, if it has one.
     route: str | None = None
+    #: What a history/status read covers (``session``, ``run``, ``page``); None for other routes.
+    scope: str | None = None
     pending_response: frozenset[str] = _NOTHING
     pending_events: frozenset[str] = _NOTHING
     plan: IdPlan = field(default=_EMPTY_PLAN, compare=False, repr=False)
@@ -467,6 +469,8 @@ def apply_match(exchange: Exchange, match: Match | None) -> None:
     note: dict[str, Any] = {"route": match.route_index}
     if match.route:
         note["route_name"] = match.route
+    if match.scope:
+        note["scope"] = match.scope
     if match.session_id_source:
         note["session_source"] = match.session_id_source
     unresolved = sorted(f for f in match.pending if match.get(f) is None)
