@@ -198,6 +198,10 @@ def _value(v: Any, limit: int | None) -> str:
     return clip(json.dumps(v, ensure_ascii=False, default=str), limit)
 
 
+def _a(word: Any) -> str:
+    return "an" if str(word)[:1].lower() in "aeiou" else "a"
+
+
 def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
     """One difference (:func:`diff_pairs`) as a sentence; text clipped to
     ``limit`` characters with an ellipsis (None: whole)."""
@@ -209,7 +213,7 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
     if what == "missing in history":
         return f"The live {role} message {msg}{said} is missing in history: a refresh removes it."
     if what == "extra in history":
-        return f"History holds a {role} message {msg}{said} that the live stream never showed: a refresh adds it."
+        return f"History holds {_a(role)} {role} message {msg}{said} that the live stream never showed: a refresh adds it."
     if what == "id":
         if d.get("same_content", True):
             return (f"The live {role} message {d['live']} is {d['history']} in history (same run, same place, same content): "
@@ -224,7 +228,7 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
         return (f"Message {msg}, part {d.get('part')}: {fields} differ{'s' if len(d.get('fields', [])) == 1 else ''}: "
                 f"live {_value(live, limit)}, history {_value(hist, limit)}: a refresh changes what the UI shows.")
     if what == "role":
-        return f"Message {msg} is a {d['live']} message live and a {d['history']} message in history."
+        return f"Message {msg} is {_a(d['live'])} {d['live']} message live and {_a(d['history'])} {d['history']} message in history."
     return clip(json.dumps(dict(d), ensure_ascii=False, default=str), limit)
 
 
@@ -341,7 +345,7 @@ def _read_comparisons(s: Any, h: Any) -> list[Comparison]:
         return []
     lives = {r: _live_of(h, r) for r in covered}
     home_of_live = {m.id: r for r, msgs in lives.items() for m in msgs}
-    known = set(s.runs)
+    known = set(h.baselines)  # runs the live traffic carried before the read
     # 1. by id, across the read (a backend may file a follow-up turn under the first run's id)
     by_id: dict[str, RuntimeMessage] = {}
     for m in hist:

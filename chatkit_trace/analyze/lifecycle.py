@@ -93,13 +93,14 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
                 "the UI does not show: the backend kept producing after its terminal."
             )
             extra = []
+        note, more = _history_note(ctx, ex.session_id, ex.run_id, "CK101")
         yield make_finding(
             "CK101",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in lost[:MAX_FRAMES]] + extra,
-            message=message,
-            detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct"},
+            message=message + note,
+            detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct", **more},
             keys=["direct"],
         )
     seen_by_exchange: dict[int, set[str]] = {}
@@ -120,14 +121,15 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         return _new_event(ctx, rec.exchange_index, rec.frame_index, seen, need_id=True)
 
     for (sid, run_id), recs in rejections(ctx, "terminal-sealed", sealed):
+        note, more = _history_note(ctx, sid, run_id, "CK101")
         yield make_finding(
             "CK101",
             session_id=sid,
             run_id=run_id,
             frames=refs(recs),
             message=f"{len(recs)} fact(s) arrived for run {run_id} after its terminal and were rejected "
-            "terminal-sealed (the console shows terminal-sealed).",
-            detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
+            "terminal-sealed (the console shows terminal-sealed)." + note,
+            detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription", **more},
             keys=["sealed"],
         )
 
