@@ -390,7 +390,10 @@ def _read_comparisons(s: Any, h: Any) -> list[Comparison]:
         home = [covered[0] if x is None and hist[k].run_id is None else x for k, x in enumerate(home)]
     out: list[Comparison] = []
     after = h.after
+    active = getattr(h.result.active_run, "run_id", None)
     for r in covered:
+        if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
+            continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
         seen = [m for m, x in zip(hist, home) if x == r]
         live = lives[r]
         if not live and not seen:
@@ -429,9 +432,51 @@ def comparisons(ctx: Context) -> list[Comparison]:
                     else:
                         keep.append(d)
                 c.diffs = keep
+                if keep and c.settled != "fact":
+                    broke = _broken_stream(ctx, c.session_id, c.run_id, h.at)
+                    if broke is not None:
+                        c.diffs = []
+                        for d in keep:
+                            if _explained_by_break(d):
+                                c.explained.append({**d, "cause": broke})
+                            else:
+                                c.diffs.append(d)
                 out.append(c)
     ctx.cache["comparisons"] = out
     return out
+
+
+def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: float) -> dict[str, Any] | None:
+    """The run's stream that broke mid-run (reset, timeout, client gone) before ``before``: CK103."""
+    from .lifecycle import _end_states
+
+    for ex in _end_states(ctx):
+        e = ex.exchange
+        if ex.session_id != session_id or ex.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
+            continue
+        if (e.ended_at or e.started_at) > before:
+            continue
+        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+        return {"code": "CK103", "reason": f"connection broke ({e.end})", "frame": last, "at": e.ended_at or e.started_at}
+    return None
+
+
+def _explained_by_break(d: Mapping[str, Any]) -> bool:
+    """What a stream cut mid-run explains: history holding more or less of the
+    run's output (the rest the stream never delivered, or a partial answer the
+    backend did not keep), never other ids or other content."""
+    what = d.get("what")
+    if what == "extra in history":
+        return True
+    if what == "missing in history":
+        return d.get("role") != "user"
+    if what == "parts":
+        a, b = list(d.get("live", [])), list(d.get("history", []))
+        return a[: len(b)] == b or b[: len(a)] == a
+    if what == "content" and d.get("fields") == ["text"]:
+        a, b = str(d["live"].get("text") or ""), str(d["history"].get("text") or "")
+        return a.startswith(b) or b.startswith(a)
+    return False
 
 
 def _comparisons(ctx: Context) -> list[Comparison]:

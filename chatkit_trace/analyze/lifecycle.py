@@ -249,13 +249,17 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
         last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         how = {"fact": "a later stream concluded it", "history": "a later history read settled it", "status": "a later status read settled it"}
         after = f"; {how.get(settled, 'it was settled later')}" if settled else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
+        note, more = _history_note(ctx, ex.session_id, ex.run_id, "CK103")
+        if note:
+            note = note.replace("what the UI dropped", "what the cut stream did not deliver or the backend did not keep") \
+                .replace("the next refresh will show it", "the next refresh replaces the live copy with it")
         yield make_finding(
             "CK103",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[last],
-            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}.",
-            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled},
+            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}." + note,
+            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled, **more},
             keys=[e.index],
         )
 
