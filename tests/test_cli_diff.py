@@ -80,3 +80,10 @@ def test_explained_difference_names_its_cause(tmp_path, capsys):
     assert main(["diff", str(trace_from_case(tmp_path, "CK112"))]) == 1
     out = capsys.readouterr().out
     assert "explained:" in out and "CK112" in out and "frame 0:1" in out
+
+
+def test_check_prints_recorded_text_in_findings_literally(tmp_path, capsys):
+    path = trace_of(tmp_path, content_case(MARKUP, MARKUP + "!"))
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "CK201" in out and "[bold red]not markup[/bold red]" in out

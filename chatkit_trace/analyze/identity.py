@@ -338,7 +338,7 @@ def _live_of(h: Any, run_id: str) -> list[RuntimeMessage]:
     return [m for m in b.snapshot.messages if m.run_id == run_id] if b is not None else []
 
 
-def _read_comparisons(s: Any, h: Any) -> list[Comparison]:
+def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None) -> list[Comparison]:
     hist = list(h.result.messages)
     covered = _covered(s, h, hist)
     if not covered:
@@ -394,6 +394,9 @@ def _read_comparisons(s: Any, h: Any) -> list[Comparison]:
     for r in covered:
         if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
             continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
+        view = after.run(r)
+        if h.baselines[r].settled_by is None and not (view is not None and view.terminal) and _streaming_at(s.runs[r], exchanges, h.at):
+            continue  # read while the run's stream was still open and the read did not settle it: a moving run
         seen = [m for m, x in zip(hist, home) if x == r]
         live = lives[r]
         if not live and not seen:
@@ -407,6 +410,18 @@ def _read_comparisons(s: Any, h: Any) -> list[Comparison]:
             settled = "read" if view is not None and view.terminal else None
         out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed))
     return out
+
+
+def _streaming_at(run: Any, exchanges: Mapping[int, Any] | None, at: float) -> bool:
+    """Whether one of the run's streams was still open at ``at``."""
+    for i in run.exchanges:
+        e = exchanges.get(i) if exchanges is not None else None
+        if e is None or e.capability not in ("run", "resume", "regenerate", "edit", "subscribe"):
+            continue
+        end = e.ended_at if e.ended_at is not None else max((f.at for f in e.frames), default=e.started_at)
+        if e.started_at <= at < end:
+            return True
+    return False
 
 
 def comparisons(ctx: Context) -> list[Comparison]:
@@ -423,7 +438,7 @@ def comparisons(ctx: Context) -> list[Comparison]:
         for h in s.history:
             if h.result is None:
                 continue
-            for c in _read_comparisons(s, h):
+            for c in _read_comparisons(s, h, ctx.exchanges):
                 keep = []
                 for d in c.diffs:
                     cause = causes.get((c.session_id, c.run_id, d.get("message")))
