@@ -46,7 +46,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK109", "error", "R3.2a", "work item without an id"),
         CodeInfo("CK110", "warning", "R2.2", "request failed at the HTTP level"),
         CodeInfo("CK111", "error", "R3.2", "fact without an event id"),
-        CodeInfo("CK112", "warning", "R9 R3.6", "stop notice carried by the terminal frame is dropped"),
+        CodeInfo("CK113", "warning", "R9 R3.6", "stop notice carried by the terminal frame is dropped"),
         CodeInfo("CK201", "error", "R8.4", "history not isomorphic with the live stream"),
         CodeInfo("CK202", "error", "R4.3", "same content, different ids"),
         CodeInfo("CK203", "info", "R4.3", "ids look generated from time or randomness"),

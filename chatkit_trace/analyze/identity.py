@@ -534,7 +534,7 @@ def _causes(ctx: Context) -> dict[tuple[str, str | None, str | None], dict[str, 
         mid = _message_id(rec.fact)
         if mid is None:
             continue
-        code = "CK112" if rec.seq in notices else CAUSE_REASONS[reason]
+        code = "CK113" if rec.seq in notices else CAUSE_REASONS[reason]
         key = (rec.fact.session_id, rec.fact.run_id, mid)
         out.setdefault(key, {"code": code, "reason": reason, "frame": frame_ref(rec.exchange_index, rec.frame_index),
                              "at": at(rec.exchange_index, rec.frame_index)})

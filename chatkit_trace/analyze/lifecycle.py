@@ -334,7 +334,7 @@ def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) 
 def output_after_stop(ctx: Context) -> Iterator[Finding]:
     """CK107 (R3.6, R9): output after the acknowledged stop sealed the run
     (output-sealed): the backend kept producing.  A notice carried by the
-    terminal frame itself is CK112.  When a later history read holds what
+    terminal frame itself is CK113.  When a later history read holds what
     was dropped, the finding says so (and CK201 does not repeat it)."""
     notices = stop_notices(ctx)
     for f in reason_finding(
@@ -347,9 +347,9 @@ def output_after_stop(ctx: Context) -> Iterator[Finding]:
         yield f
 
 
-@analyzer("CK112")
+@analyzer("CK113")
 def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
-    """CK112 (R9, R3.6; warning): after the backend acknowledged a stop, the
+    """CK113 (R9, R3.6; warning): after the backend acknowledged a stop, the
     frame that ends the run (e.g. A2A's ``canceled`` status update) also
     carries a message, typically the notice about the stop ("cancelled by
     request").  The run's output is sealed at the acknowledgement, so the UI
@@ -359,9 +359,9 @@ def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
     for (sid, run_id), recs in rejections(ctx, "output-sealed", lambda r: r.seq in notices):
         first = recs[0]
         text = clip(getattr(first.fact.message, "text", "") or "", 80)
-        note, extra = _history_note(ctx, sid, run_id, "CK112")
+        note, extra = _history_note(ctx, sid, run_id, "CK113")
         yield make_finding(
-            "CK112",
+            "CK113",
             session_id=sid,
             run_id=run_id,
             frames=refs(recs),

@@ -153,8 +153,8 @@ def test_a2a_task_reads_pair_with_their_own_task(version):
 @pytest.mark.parametrize("version", ["v03", "v10"])
 def test_a2a_cancel_notice_is_one_warning(version):
     _, findings = run(a2a_two_tasks(version), "a2a")
-    assert codes(findings) == ["CK112"]
-    [f] = [f for f in findings if f.code == "CK112"]
+    assert codes(findings) == ["CK113"]
+    [f] = [f for f in findings if f.code == "CK113"]
     assert f.severity == "warning" and "cancelled by request" in f.message
     assert "History read 4 holds what the UI dropped" in f.message
     assert f.detail["history_consequence"][0]["what"] == "extra in history"
@@ -171,7 +171,7 @@ def test_a2a_cancel_acknowledged_after_the_terminal_is_clean(version):
 
 def test_hermes_run_stop_status_read_has_no_false_difference():
     rep, findings = run(capture_calls("runs_stop", "hermes"), "hermes")
-    assert not {"CK201", "CK202", "CK107", "CK112"} & set(codes(findings))
+    assert not {"CK201", "CK202", "CK107", "CK113"} & set(codes(findings))
     s = next(iter(rep.sessions.values()))
     assert s.history == []  # a status read is not a history read: nothing to compare
 
