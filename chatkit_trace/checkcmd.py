@@ -197,18 +197,19 @@ def _grouped(findings: Sequence[Finding]) -> list[tuple[tuple[str, str], list[Fi
 
 def render_text(result: CheckResult, *, color: bool = False) -> str:
     from rich.console import Console
+    from rich.markup import escape  # recorded text (ids, quoted messages) is never markup
 
     console = Console(record=True, width=110, color_system="standard" if color else None, force_terminal=color, file=_Null())
     styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
     if not result.findings:
-        console.print(f"[green]No findings[/green] in {result.trace} ({result.frames} frames, {result.facts} facts).")
+        console.print(f"[green]No findings[/green] in {escape(str(result.trace))} ({result.frames} frames, {result.facts} facts).")
     for (session, run_id), items in _grouped(result.findings):
-        console.print(f"[bold]session {session}  run {run_id}[/bold]")
+        console.print(f"[bold]session {escape(str(session))}  run {escape(str(run_id))}[/bold]")
         for f in items:
             frames = ", ".join(f.frames[:3]) + (" ..." if len(f.frames) > 3 else "")
             console.print(
                 f"  [{styles[f.severity]}]{f.severity:<7}[/{styles[f.severity]}] [bold]{f.code}[/bold] "
-                f"({f.rule}) {f.message}  [dim]frames {frames}[/dim]",
+                f"({f.rule}) {escape(f.message)}  [dim]frames {escape(frames)}[/dim]",
                 highlight=False,
                 soft_wrap=False,
             )

@@ -1,34 +1,81 @@
-"""``chatkit-trace diff TRACE``: the live snapshot (when each run settled)
-against every later history read, side by side, differences highlighted."""
+"""``chatkit-trace diff TRACE``: what the UI showed of each run from the live
+stream against every later history read that covers it, side by side.
+
+The comparisons are the ones ``check`` judges (CK201, CK202:
+:func:`chatkit_trace.analyze.identity.comparisons`): each names its history
+read and that read's scope (session, run or task, page), and the live
+baseline it used (the run as the UI had it just before the read, and how the
+run had settled).  Exit status as diff(1): 0 every comparison is
+isomorphic, 1 differences, 2 trouble (nothing to compare, unreadable input).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+#: Characters of a part's text shown in a cell (``--full``: all of it).
+CELL = 160
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("diff", help="live snapshot vs history, side by side (R8.4)")
+    p = sub.add_parser(
+        "diff",
+        help="live snapshot vs history, side by side (R8.4); exit 0 isomorphic, 1 differences, 2 trouble",
+        description="Each run the live stream carried against every later history read that covers it "
+        "(the read's scope: session, run or task, page), side by side. Exit status as diff(1): "
+        "0 isomorphic, 1 differences, 2 trouble (nothing to compare included).",
+    )
     p.add_argument("trace", metavar="TRACE")
     p.add_argument("--session", help="only this session")
     p.add_argument("--run", dest="run_id", metavar="RUN", help="only this run")
     p.add_argument("--profile", help="adapter/profile (default: the recorded one)")
+    p.add_argument("--full", action="store_true", help="show whole texts (default: long texts end in …)")
     p.set_defaults(run=run)
 
 
-def _lines(messages: list[Any]) -> list[str]:
+def message_lines(m: Any, limit: int | None) -> list[str]:
+    """A message as lines: ``role id``, then one line per part."""
+    from .analyze import clip
     from .analyze.identity import visible
 
-    out = []
-    for m in messages:
-        out.append(f"{m.role} {m.id}")
-        for p in m.parts:
-            v = visible(p)
-            text = v.get("text") if "text" in v else ", ".join(f"{k}={v[k]!r}" for k in v)
-            text = str(text).replace("\n", " ")
-            out.append(f"  {p.id} [{p.type}] {text[:60]}")
+    out = [f"{m.role} {m.id}"]
+    for p in m.parts:
+        v = visible(p)
+        text = v["text"] if "text" in v else ", ".join(f"{k}: {json.dumps(v[k], ensure_ascii=False, default=str)}" for k in v)
+        out.append(f"  {p.id} [{p.type}] {clip(str(text), limit)}")
     return out
+
+
+def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
+    """(live line, history line, differs) for each line of the paired messages."""
+    from .analyze.identity import visible
+
+    rows: list[tuple[str, str, bool]] = []
+    for pair in c.pairs:
+        left = message_lines(pair.live, limit) if pair.live is not None else []
+        right = message_lines(pair.history, limit) if pair.history is not None else []
+        if pair.live is None:
+            left = ["(not shown live)"]
+        if pair.history is None:
+            right = ["(missing in history)" if c.scope != "page" else "(not in this page)"]
+        head_differs = pair.live is None or pair.history is None or pair.live.id != pair.history.id or pair.live.role != pair.history.role
+        lparts = list(pair.live.parts) if pair.live is not None else []
+        hparts = list(pair.history.parts) if pair.history is not None else []
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else ""
+            b = right[i] if i < len(right) else ""
+            if i == 0:
+                differs = head_differs
+            else:
+                k = i - 1
+                lp = lparts[k] if k < len(lparts) else None
+                hp = hparts[k] if k < len(hparts) else None
+                differs = lp is None or hp is None or lp.id != hp.id or lp.type != hp.type or visible(lp) != visible(hp)
+            rows.append((a, b, differs))
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from .analyze.identity import _comparisons
     from .analyze import Context
+    from .analyze.identity import comparisons, describe
     from .loading import open_trace
     from .pipeline import replay
 
@@ -48,29 +95,40 @@ def run(args: argparse.Namespace) -> int:
     finally:
         loaded.close()
     ctx = Context(rep, {e.index: e for e in exchanges}, loaded.adapter)
-    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
-    shown = 0
-    for c in _comparisons(ctx):
-        sid, run_id, h, live, hist = c.session_id, c.run_id, c.history, c.live, c.seen
-        if (args.session and sid != args.session) or (args.run_id and run_id != args.run_id):
+    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160, highlight=False)
+    limit = None if args.full else CELL
+    shown = differing = 0
+    for c in comparisons(ctx):
+        if (args.session and c.session_id != args.session) or (args.run_id and c.run_id != args.run_id):
             continue
         shown += 1
-        diffs, renamed = c.diff()
-        table = Table(title=f"session {sid}  run {run_id}: live when settled vs history read {h.exchange_index}", expand=True)
-        table.add_column("live")
-        table.add_column("history")
-        left, right = _lines(live), _lines(hist)
-        for i in range(max(len(left), len(right))):
-            a = left[i] if i < len(left) else ""
-            b = right[i] if i < len(right) else ""
-            style = "bold red" if a != b else ""
+        title = Text.assemble(
+            ("session ", "bold"), c.session_id, ("  run ", "bold"), str(c.run_id),
+            (f"\n{c.baseline}", ""), ("  vs  ", "bold"), (c.title, ""),
+        )
+        table = Table(title=title, expand=True, show_lines=False)
+        table.add_column(Text(f"live (as of {'frame' if c.live_at and c.live_at[1] is not None else 'request'} "
+                              f"{':'.join(str(x) for x in c.live_at if x is not None) if c.live_at else '?'})"))
+        table.add_column(Text(f"history read {c.read} ({c.scope} scope)"))
+        for a, b, differs in _rows(c, limit):
+            style = "bold red" if differs else ""
             table.add_row(Text(a, style=style), Text(b, style=style))
         console.print(table)
-        if diffs:
-            for d in diffs:
-                console.print(f"  [red]differs[/red] {d}", highlight=False)
-        else:
-            console.print("  [green]isomorphic[/green]: same ids, types and content")
+        if c.diffs or c.explained:
+            differing += 1
+        for d in c.diffs:
+            console.print(Text.assemble(("  differs: ", "red"), describe(d, limit)))
+        for d in c.explained:
+            cause = d["cause"]
+            console.print(Text.assemble(
+                ("  explained: ", "yellow"), describe(d, limit),
+                f" Caused by the {cause['reason']} rejection at frame {cause['frame']} ({cause['code']}), reported there.",
+            ))
+        if not c.diffs and not c.explained:
+            console.print(Text.assemble(("  isomorphic", "green"), ": same ids, types and content"))
     if not shown:
-        console.print("No settled run with a later history read to compare (record a refresh after a run).")
-    return 0
+        what = " for that session/run" if args.session or args.run_id else ""
+        print(f"chatkit-trace diff: nothing to compare{what}: no history read covers a run the live stream carried "
+              "(record a refresh after a run).", file=sys.stderr)
+        return 2
+    return 1 if differing else 0

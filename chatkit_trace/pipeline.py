@@ -58,13 +58,16 @@ __all__ = [
     "FactRecord",
     "FrameRecord",
     "ExchangeRecord",
+    "Baseline",
     "HistoryRecord",
     "RunRecord",
     "SessionReplay",
     "Replay",
     "replay",
     "Replayer",
+    "SCOPES",
     "STREAMING",
+    "read_scope",
 ]
 
 STREAMING = ("run", "regenerate", "edit", "resume")
@@ -114,6 +117,37 @@ class FrameRecord:
     at: float = 0.0
 
 
+#: What a history read covers (the profile route's ``scope``).
+SCOPES = ("session", "run", "page")
+
+
+def read_scope(exchange: Exchange) -> str:
+    """What a history read covers: the route's ``scope`` recorded with the
+    exchange's identity, else ``page`` for a read with a cursor, ``run`` for
+    a read that names a run, ``session`` otherwise."""
+    note = (exchange.notes or {}).get("identity")
+    scope = note.get("scope") if isinstance(note, dict) else None
+    if scope in SCOPES:
+        return scope
+    if exchange.cursor:
+        return "page"
+    return "run" if exchange.run_id else "session"
+
+
+@dataclass
+class Baseline:
+    """What the UI showed of one run from the live stream just before a read."""
+
+    #: The snapshot after the run's last live fact (or its dispatch) before the read.
+    snapshot: Snapshot
+    #: Where that snapshot was taken: ``(exchange, frame)``, frame None for a request.
+    at_frame: tuple[int, int | None]
+    #: The run's status in the Core just before the read (None: unknown to the Core).
+    status: str | None
+    #: How the run was settled before the read: ``fact``, ``history``, ``status`` or None.
+    settled_by: str | None
+
+
 @dataclass
 class HistoryRecord:
     exchange_index: int
@@ -124,6 +158,12 @@ class HistoryRecord:
     before: Snapshot
     after: Snapshot
     at: float = 0.0
+    #: What the read covers: ``session``, ``run`` or ``page`` (:func:`read_scope`).
+    scope: str = "session"
+    #: The run a ``run`` read names (A2A taskId, Hermes run id).
+    run_id: str | None = None
+    #: Every run the live traffic carried before the read, as the UI had it.
+    baselines: dict[str, Baseline] = field(default_factory=dict)
 
 
 @dataclass
@@ -135,6 +175,10 @@ class RunRecord:
     settled: Snapshot | None = None
     settled_by: str | None = None  # "fact" | "history" | "status"
     settled_at: float | None = None
+    #: The snapshot after the run's last live fact (or its dispatch): what the
+    #: live stream had shown of it so far, and where.
+    live: Snapshot | None = None
+    live_at: tuple[int, int | None] | None = None
 
 
 @dataclass
@@ -231,6 +275,10 @@ class Replayer:
         self._seq += 1
         rec = FactRecord(self._seq, fact, result, ex, frame, s.core.snapshot.version)
         self.out.facts.append(rec)
+        if result.accepted and fact.run_id and fact.session_id == s.session_id and ex is not None:
+            run = s.runs.get(fact.run_id)
+            if run is not None:
+                run.live, run.live_at = s.core.snapshot, (ex, frame)
         if result.accepted and fact.kind in ("completed", "failed", "interrupted"):
             self._note_settled(s, "fact", fact.at or 0.0)
         return rec
@@ -290,6 +338,9 @@ class Replayer:
             self.drain(s, exchange)
             view = s.core.run_view(run_id)
             rec.dispatch = "accepted" if view is not None else "refused"
+            if view is not None:
+                run = self.run_record(s, run_id)
+                run.live, run.live_at = s.core.snapshot, (exchange.index, None)
         elif cap == "resume":
             run_id = self._run_id(s, exchange)
             rec.run_id = run_id
@@ -352,6 +403,15 @@ class Replayer:
 
     def history(self, s: SessionReplay, exchange: Exchange, rec: ExchangeRecord) -> None:
         before = s.core.snapshot
+        baselines = {}
+        for run_id, run in s.runs.items():
+            if run.live is None:
+                continue
+            view = before.run(run_id)
+            baselines[run_id] = Baseline(
+                run.live, run.live_at or (exchange.index, None), view.status if view is not None else None,
+                run.settled_by if view is not None and view.terminal else None,
+            )
         result: HistoryResult | None = None
         error: str | None = None
         command: CommandResult | None = None
@@ -370,7 +430,10 @@ class Replayer:
             if result is not None:
                 command = s.core.apply_history(result, at=exchange.started_at * 1000.0)
                 self._note_settled(s, "history", exchange.started_at)
-        hist = HistoryRecord(exchange.index, s.session_id, result, error, command, before, s.core.snapshot, exchange.started_at)
+        hist = HistoryRecord(
+            exchange.index, s.session_id, result, error, command, before, s.core.snapshot, exchange.started_at,
+            read_scope(exchange), exchange.run_id, baselines,
+        )
         s.history.append(hist)
         rec.history = hist
 

@@ -99,7 +99,7 @@ def test_runs_and_diff(tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "connected",
                      "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
-    assert main(["diff", str(path)]) == 0
+    assert main(["diff", str(path)]) == 1  # diff(1): differences
     out = capsys.readouterr().out
     assert "assistant:r1" in out and "msg_8f2c" in out and "differs" in out
 

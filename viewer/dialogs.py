@@ -47,7 +47,13 @@ class DiffScreen(Screen[None]):
 
     def on_mount(self) -> None:
         viewer: ViewerApp = self.app  # type: ignore[assignment]
-        self.items = comparisons(viewer.data, self.run.session_id, self.run.run_id)
+        self.items = comparisons(
+            viewer.data,
+            self.run.session_for_replay,
+            self.run.run_id,
+            viewer.adapter,
+            viewer.capabilities,
+        )
         self.findings = [
             f
             for f in viewer.data.findings(self.run.session_id, self.run.run_id)
@@ -67,8 +73,7 @@ class DiffScreen(Screen[None]):
             title.update(Content.from_markup(head))
             cols.update(
                 Content.from_markup(
-                    "[$text-muted]Nothing to compare: this run has no history read after it (record a refresh after the run), "
-                    "or the trace is not analysed yet.[/]"
+                    "[$text-muted]Nothing to compare: no history read after this run covers it (record a refresh after the run).[/]"
                 )
             )
             lst.update("")
@@ -79,29 +84,36 @@ class DiffScreen(Screen[None]):
             if len(self.items) > 1
             else ""
         )
-        verdict = (
-            "[$text-success]isomorphic: same ids, types and content[/]"
-            if not c.diffs
-            else f"[$text-error b]{len(c.diffs)} difference(s)[/]"
-        )
+        if not c.diffs and not c.explained:
+            verdict = "[$text-success]isomorphic: same ids, types and content[/]"
+        elif not c.diffs:
+            verdict = f"[$text-warning b]{len(c.explained)} difference(s), explained by an earlier rejection[/]"
+        else:
+            verdict = f"[$text-error b]{len(c.diffs)} difference(s)[/]"
         title.update(
-            Content.from_markup(f"{head} · history read {c.history_exchange}{n} · {verdict}")
+            Content.from_markup(
+                f"{head} · {esc(c.title)}{n} · {verdict}\n[$text-muted]{esc(c.baseline)}[/]"
+            )
         )
         width = max(40, self.size.width - 2)
         cols.update(side_by_side(c, width))
         lines = []
         for d in c.diffs:
             lines.append(f"[$text-error]✗[/] {esc(describe(d))}")
+        for d in c.explained:
+            cause = d["cause"]
+            lines.append(
+                f"[$text-warning]•[/] {esc(describe(d))} "
+                + esc(f"Caused by the {cause['reason']} rejection at frame {cause['frame']} ({cause['code']}), reported there.")
+            )
         if c.renamed:
             lines.append("")
             lines.append(
-                "[$text-warning]same content, different ids (CK202):[/] "
+                "[$text-warning]same message, different ids (CK202):[/] "
                 + esc(", ".join(f"{a} vs {b}" for a, b in c.renamed))
             )
         for f in self.findings:
             lines.append(f"[$text-error b]{esc(f.code)}[/] {esc(f.message)}")
-        if c.error:
-            lines.append(f"[$text-error]history read error: {esc(c.error)}[/]")
         lst.update(Content.from_markup("\n".join(lines)))
 
     def action_cycle(self, delta: int) -> None:

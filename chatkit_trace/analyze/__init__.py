@@ -17,7 +17,7 @@ from ..trace import Exchange
 from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
 from ._context import ANALYZERS, Context, Options
 from ._runner import TRACE_LEVEL, analyze_store
-from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, make_finding, severity_rank
+from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, clip, make_finding, severity_rank
 
 __all__ = [
     "ANALYZERS",
@@ -32,6 +32,7 @@ __all__ = [
     "analyze",
     "analyze_replay",
     "analyze_store",
+    "clip",
     "make_finding",
     "severity_rank",
 ]

@@ -41,6 +41,8 @@ class Context:
     exchanges: dict[int, Exchange]
     adapter: Adapter
     options: Options = field(default_factory=Options)
+    #: What several analyzers compute once (the live-vs-history comparisons).
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def protocol(self) -> Any:

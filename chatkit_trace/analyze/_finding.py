@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Finding", "CodeInfo", "CATALOGUE", "REASON_CODES", "SEVERITIES", "severity_rank", "make_finding"]
+__all__ = ["clip", "Finding", "CodeInfo", "CATALOGUE", "REASON_CODES", "SEVERITIES", "severity_rank", "make_finding"]
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -47,6 +47,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK110", "warning", "R2.2", "request failed at the HTTP level"),
         CodeInfo("CK111", "error", "R3.2", "fact without an event id"),
         CodeInfo("CK112", "info", "R3.4", "stream ended without a conclusion; only a later read settled the run"),
+        CodeInfo("CK113", "warning", "R9 R3.6", "stop notice carried by the terminal frame is dropped"),
         CodeInfo("CK201", "error", "R8.4", "history not isomorphic with the live stream"),
         CodeInfo("CK202", "error", "R4.3", "same content, different ids"),
         CodeInfo("CK203", "info", "R4.3", "ids look generated from time or randomness"),
@@ -169,3 +170,17 @@ def make_finding(
         message=message,
         detail=dict(detail or {}),
     )
+
+
+def clip(value: Any, limit: int | None = 120) -> str:
+    """``value`` as one line of at most ``limit`` characters: cut at a word
+    boundary when one is near, always marked with an ellipsis (None: whole)."""
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split()) if "\n" in text or "\r" in text or "\t" in text else text
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)]
+    space = cut.rfind(" ")
+    if space >= max(1, len(cut) - 20):
+        cut = cut[:space]
+    return cut.rstrip() + "…"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import (
@@ -20,10 +21,10 @@ from ..core import (
 )
 from ..core import DeltaFact, MessageFact
 from ._context import Context, analyzer, frame_ref
-from ._finding import Finding, make_finding
+from ._finding import Finding, clip, make_finding
 from .lifecycle import refs, rejections
 
-__all__ = ["visible", "diff_messages"]
+__all__ = ["Comparison", "Pair", "clip", "comparisons", "consequences", "describe", "diff_messages", "diff_pairs", "pair_run", "visible"]
 
 
 def visible(part: Any) -> dict[str, Any]:
@@ -51,42 +52,112 @@ def _content_key(msg: RuntimeMessage) -> tuple:
 
 
 def _short(value: Any, limit: int = 120) -> Any:
-    if isinstance(value, str) and len(value) > limit:
-        return value[: limit - 3] + "..."
+    if isinstance(value, str):
+        return clip(value, limit)
     return value
 
 
-def diff_messages(
-    live: Sequence[RuntimeMessage],
-    history: Sequence[RuntimeMessage],
-    candidates: Sequence[RuntimeMessage] = (),
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """A structural diff: which message, which part, expected (live) vs seen (history).
+def _sequence_runs(run_id: str) -> str:
+    """The backend task a run belongs to: ``{task}:turn{k}`` is a turn of ``task``."""
+    return _TURN.sub("", run_id)
 
-    Returns the differences and the id pairs whose content is equal but ids
-    differ (CK202).  Messages pair by id first, then by equal content;
-    ``candidates`` are further history messages (e.g. of a run id history
-    renamed) that a live message may pair with by content, without being
-    reported as extra when nothing pairs with them.
-    """
+
+_TURN = re.compile(r":turn\d+$")
+
+
+@dataclass
+class Pair:
+    """A live message and its counterpart in history (either may be None).
+
+    ``how``: ``id`` (same message id), ``position`` (same run, same place,
+    another id) or None (no counterpart)."""
+
+    live: RuntimeMessage | None
+    history: RuntimeMessage | None
+    how: str | None = None
+
+
+def _align(live: list[RuntimeMessage], hist: list[RuntimeMessage]) -> list[tuple[RuntimeMessage, RuntimeMessage]]:
+    """Pair the messages of one run that no id paired, by position: equal
+    content first (in order), then the rest of each gap in order, same role."""
+    import difflib
+
+    a = [_content_key(m) for m in live]
+    b = [_content_key(m) for m in hist]
+    out: list[tuple[RuntimeMessage, RuntimeMessage]] = []
+    i = j = 0
+    for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
+        gl, gh = live[i : block.a], hist[j : block.b]
+        out.extend((x, y) for x, y in zip(gl, gh) if x.role == y.role)
+        out.extend(zip(live[block.a : block.a + block.size], hist[block.b : block.b + block.size]))
+        i, j = block.a + block.size, block.b + block.size
+    return out
+
+
+def pair_run(live: Sequence[RuntimeMessage], hist: Sequence[RuntimeMessage], by_id: dict[str, RuntimeMessage]) -> list[Pair]:
+    """Pairs of one run in display order (history's order, live-only ones where they were)."""
+    paired = {m.id: by_id[m.id] for m in live if m.id in by_id}
+    rest_live = [m for m in live if m.id not in paired]
+    taken = {id(h) for h in paired.values()}
+    rest_hist = [h for h in hist if id(h) not in taken]
+    partner: dict[int, tuple[RuntimeMessage, str]] = {id(h): (l, "id") for l, h in ((m, paired[m.id]) for m in live if m.id in paired)}
+    for l, h in _align(rest_live, rest_hist):
+        partner[id(h)] = (l, "position")
+    used: set[int] = set()
+    partnered = {id(l) for l, _ in partner.values()}
+    order = {id(m): k for k, m in enumerate(live)}
+    out: list[Pair] = []
+    k = 0
+    for h in hist:
+        got = partner.get(id(h))
+        if got is None:
+            out.append(Pair(None, h))
+            continue
+        lm, how = got
+        while k < order[id(lm)]:
+            if id(live[k]) not in used and id(live[k]) not in partnered:
+                out.append(Pair(live[k], None))
+                used.add(id(live[k]))
+            k += 1
+        out.append(Pair(lm, h, how))
+        used.add(id(lm))
+    for m in live:
+        if id(m) not in used and id(m) not in partnered:
+            out.append(Pair(m, None))
+    return out
+
+
+def diff_pairs(pairs: Sequence[Pair], *, complete: bool = True) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The differences of paired messages (dicts; :func:`describe` says each in
+    a sentence) and the id pairs of the same message (same run, same place,
+    same content) under different ids (CK202).  ``complete``: the read claims
+    to hold the whole run (not a page), so a live message without a
+    counterpart is missing."""
     diffs: list[dict[str, Any]] = []
     renamed: list[tuple[str, str]] = []
-    hist_by_id = {m.id: m for m in history}
-    live_ids = {m.id for m in live}
-    unpaired_live = [m for m in live if m.id not in hist_by_id]
-    unpaired_hist = [m for m in history if m.id not in live_ids]
-    for m in live:
-        h = hist_by_id.get(m.id)
+    for p in pairs:
+        m, h = p.live, p.history
         if h is None:
+            if complete and m is not None:
+                diffs.append({"message": m.id, "what": "missing in history", "role": m.role, "run": m.run_id, "text": m.text})
             continue
+        if m is None:
+            diffs.append({"message": h.id, "what": "extra in history", "role": h.role, "run": h.run_id, "text": h.text})
+            continue
+        if p.how == "position":
+            same = _content_key(m) == _content_key(h)
+            if same:
+                renamed.append((m.id, h.id))
+            diffs.append({"message": m.id, "what": "id", "live": m.id, "history": h.id, "role": m.role, "run": m.run_id, "same_content": same})
+            if same:
+                continue
         if m.role != h.role:
             diffs.append({"message": m.id, "what": "role", "live": m.role, "history": h.role})
-        lp = [(p.id, p.type) for p in m.parts]
-        hp = [(p.id, p.type) for p in h.parts]
+        lp = [(q.id, q.type) for q in m.parts]
+        hp = [(q.id, q.type) for q in h.parts]
         if lp != hp:
-            lids, hids = [p[0] for p in lp], [p[0] for p in hp]
-            if [p[1] for p in lp] == [p[1] for p in hp] and [visible(p) for p in m.parts] == [visible(p) for p in h.parts]:
-                renamed.extend((f"{m.id}/{a}", f"{m.id}/{b}") for a, b in zip(lids, hids) if a != b)
+            if [q[1] for q in lp] == [q[1] for q in hp] and [visible(q) for q in m.parts] == [visible(q) for q in h.parts]:
+                renamed.extend((f"{m.id}/{a}", f"{h.id}/{b}") for (a, _), (b, _) in zip(lp, hp) if a != b)
             diffs.append({"message": m.id, "what": "parts", "live": [f"{i}:{t}" for i, t in lp], "history": [f"{i}:{t}" for i, t in hp]})
             continue
         for lpart, hpart in zip(m.parts, h.parts):
@@ -99,89 +170,411 @@ def diff_messages(
                         "part": lpart.id,
                         "what": "content",
                         "fields": keys,
-                        "live": {k: _short(lv.get(k)) for k in keys},
-                        "history": {k: _short(hv.get(k)) for k in keys},
+                        "live": {k: lv.get(k) for k in keys},
+                        "history": {k: hv.get(k) for k in keys},
                     }
                 )
-    remaining = list(unpaired_hist)
-    spare = [c for c in candidates if c.id not in live_ids]
-    for m in unpaired_live:
-        key = _content_key(m)
-        match = next((h for h in remaining if _content_key(h) == key), None)
-        if match is not None:
-            remaining.remove(match)
-        else:
-            match = next((h for h in spare if _content_key(h) == key), None)
-            if match is not None:
-                spare.remove(match)
-        if match is not None:
-            renamed.append((m.id, match.id))
-            diffs.append({"message": m.id, "what": "id", "live": m.id, "history": match.id, "role": m.role})
-        else:
-            diffs.append({"message": m.id, "what": "missing in history", "role": m.role, "text": _short(m.text)})
-    for h in remaining:
-        diffs.append({"message": h.id, "what": "extra in history", "role": h.role, "text": _short(h.text)})
     return diffs, renamed
+
+
+def diff_messages(
+    live: Sequence[RuntimeMessage],
+    history: Sequence[RuntimeMessage],
+    candidates: Sequence[RuntimeMessage] = (),
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """Live against history as one run: pairs by id, then by position
+    (:func:`pair_run`); ``candidates`` are ignored (kept for callers)."""
+    by_id = {m.id: m for m in history}
+    return diff_pairs(pair_run(list(live), list(history), by_id))
+
+
+def _value(v: Any, limit: int | None) -> str:
+    if isinstance(v, dict) and len(v) == 1 and "text" in v:
+        v = v["text"]
+    if isinstance(v, str):
+        return "“" + clip(v, limit) + "”"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_value(x, limit)}" for k, x in v.items()) + "}"
+    return clip(json.dumps(v, ensure_ascii=False, default=str), limit)
+
+
+def _a(word: Any) -> str:
+    return "an" if str(word)[:1].lower() in "aeiou" else "a"
+
+
+def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
+    """One difference (:func:`diff_pairs`) as a sentence; text clipped to
+    ``limit`` characters with an ellipsis (None: whole)."""
+    what = d.get("what")
+    msg = d.get("message")
+    role = d.get("role")
+    text = d.get("text")
+    said = f": {_value(text, limit)}" if text else ""
+    if what == "missing in history":
+        return f"The live {role} message {msg}{said} is missing in history: a refresh removes it."
+    if what == "extra in history":
+        return f"History holds {_a(role)} {role} message {msg}{said} that the live stream never showed: a refresh adds it."
+    if what == "id":
+        if d.get("same_content", True):
+            return (f"The live {role} message {d['live']} is {d['history']} in history (same run, same place, same content): "
+                    "a refresh replaces it with a copy under another id.")
+        return (f"The live {role} message {d['live']} is {d['history']} in history (same run, same place), "
+                "with another id and other content.")
+    if what == "parts":
+        return f"Message {msg} has other parts in history: live {', '.join(d['live']) or 'none'}; history {', '.join(d['history']) or 'none'}."
+    if what == "content":
+        fields = ", ".join(d.get("fields", []))
+        live, hist = d.get("live", {}), d.get("history", {})
+        return (f"Message {msg}, part {d.get('part')}: {fields} differ{'s' if len(d.get('fields', [])) == 1 else ''}: "
+                f"live {_value(live, limit)}, history {_value(hist, limit)}: a refresh changes what the UI shows.")
+    if what == "role":
+        return f"Message {msg} is {_a(d['live'])} {d['live']} message live and {_a(d['history'])} {d['history']} message in history."
+    return clip(json.dumps(dict(d), ensure_ascii=False, default=str), limit)
+
+
+def _detail(d: Mapping[str, Any], limit: int = 120) -> dict[str, Any]:
+    """A difference for a finding's detail: long text clipped (word boundary, ellipsis)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, str) and k in ("text",):
+            out[k] = clip(v, limit)
+        elif isinstance(v, dict):
+            out[k] = {kk: clip(vv, limit) if isinstance(vv, str) else vv for kk, vv in v.items()}
+        else:
+            out[k] = v
+    out["sentence"] = describe(d, limit)
+    return out
+
+
+HOW = {
+    "fact": "settled live",
+    "history": "settled by an earlier history read",
+    "status": "settled by a status read",
+    "read": "settled by this read",
+    None: "not settled",
+}
 
 
 @dataclass
 class Comparison:
-    """One live run (as it settled) against one later history read."""
+    """One run the live stream carried against one later history read that covers it."""
 
     session_id: str
     run_id: str | None
-    record: Any
-    history: Any
+    history: Any  # pipeline.HistoryRecord
+    #: What the read covers: session, run or page.
+    scope: str
+    #: How the run stood: ``fact`` (settled live before the read), ``history``
+    #: / ``status`` (settled earlier by another read), ``read`` (settled by
+    #: this read), None (not settled).
+    settled: str | None
+    #: Where the live baseline was taken: the run's last live frame before the read.
+    live_at: tuple[int, int | None] | None
     live: list[RuntimeMessage]
     seen: list[RuntimeMessage]
-    #: History messages of runs the live trace does not know (a renamed run):
-    #: candidates for pairing by content (CK202), never reported as extra here.
-    candidates: list[RuntimeMessage]
+    pairs: list[Pair]
+    diffs: list[dict[str, Any]] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)
+    #: Differences an earlier rejection in the same run explains, each with its ``cause``.
+    explained: list[dict[str, Any]] = field(default_factory=list)
+    #: Kept for callers of the old shape.
+    candidates: list[RuntimeMessage] = field(default_factory=list)
 
     def diff(self) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-        return diff_messages(self.live, self.seen, self.candidates)
+        return self.diffs, self.renamed
+
+    @property
+    def read(self) -> int:
+        return self.history.exchange_index
+
+    @property
+    def how(self) -> str:
+        return HOW.get(self.settled, "not settled")
+
+    @property
+    def baseline(self) -> str:
+        """Which live snapshot the comparison used, in words."""
+        at = frame_ref(*self.live_at) if self.live_at else "?"
+        return f"live just before read {self.read}, as of {'frame' if self.live_at and self.live_at[1] is not None else 'request'} {at} (run {self.how})"
+
+    @property
+    def title(self) -> str:
+        return f"history read {self.read} ({self.scope} scope)"
 
 
-def _comparisons(ctx: Context) -> Iterator[Comparison]:
-    """Every run settled live against every later history read of its session.
+def _order(s: Any, h: Any) -> list[str]:
+    """The runs the live traffic carried before read ``h``, oldest first,
+    less those a regenerate/edit replaced before it (R10.2)."""
+    runs = [rid for rid in s.runs if rid in h.baselines]
+    views = {r.id: r for r in h.before.runs}
+    replaced: set[str] = set()
+    for k, rid in enumerate(runs):
+        v = views.get(rid)
+        if v is None or v.via not in ("regenerate", "edit"):
+            continue
+        target = v.target_run_id or (runs[k - 1] if k else None)
+        if target in runs[:k]:
+            replaced.update(runs[runs.index(target) : k])
+    return [r for r in runs if r not in replaced]
 
-    When the history's messages carry run ids, a run's live messages are
-    compared with that run's history messages; otherwise the live snapshot
-    at the last settle before the read (settled runs only) is compared with
-    the whole history, once per read.
-    """
-    for sid, s in ctx.replay.sessions.items():
-        live_runs = [(rid, rec) for rid, rec in s.runs.items() if rec.settled is not None and rec.settled_by == "fact"]
-        known = {rid for rid, rec in s.runs.items() if rec.exchanges}  # runs the live traffic carried
+
+def _covered(s: Any, h: Any, hist: list[RuntimeMessage]) -> list[str]:
+    runs = _order(s, h)
+    if h.scope == "run":
+        if h.run_id:
+            task = _sequence_runs(h.run_id)
+            return [r for r in runs if r == h.run_id or _sequence_runs(r) == task]
+        named = {m.run_id for m in hist if m.run_id}
+        return [r for r in runs if r in named]
+    if h.scope == "page":
+        ids = {m.id for m in hist}
+        named = {m.run_id for m in hist if m.run_id}
+        return [r for r in runs if r in named or any(m.id in ids for m in _live_of(h, r))]
+    return runs
+
+
+def _live_of(h: Any, run_id: str) -> list[RuntimeMessage]:
+    b = h.baselines.get(run_id)
+    return [m for m in b.snapshot.messages if m.run_id == run_id] if b is not None else []
+
+
+def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None) -> list[Comparison]:
+    hist = list(h.result.messages)
+    covered = _covered(s, h, hist)
+    if not covered:
+        return []
+    lives = {r: _live_of(h, r) for r in covered}
+    home_of_live = {m.id: r for r, msgs in lives.items() for m in msgs}
+    known = set(h.baselines)  # runs the live traffic carried before the read
+    # 1. by id, across the read (a backend may file a follow-up turn under the first run's id)
+    by_id: dict[str, RuntimeMessage] = {}
+    for m in hist:
+        if m.id in home_of_live and m.id not in by_id:
+            by_id[m.id] = m
+    # 2. every other history message goes to its run: its own, a run the live
+    # traffic knows under another id (paired by position), or its neighbour's.
+    home: list[str | None] = []
+    outside = object()
+    for m in hist:
+        if m.id in by_id:
+            home.append(home_of_live[m.id])
+        elif m.run_id in lives:
+            home.append(m.run_id)
+        elif m.run_id is not None and m.run_id in known:
+            home.append(outside)  # type: ignore[arg-type] - another run's message: outside this comparison
+        else:
+            home.append(None if m.run_id is None else "?" + m.run_id)
+    homed = {x for x in home if isinstance(x, str) and not x.startswith("?")}
+    free = [r for r in covered if r not in homed]
+    strangers: dict[str, str | None] = {}
+    for x in home:
+        if isinstance(x, str) and x.startswith("?") and x not in strangers:
+            strangers[x] = free.pop(0) if free else None
+    home = [strangers.get(x, x) if isinstance(x, str) and x.startswith("?") else x for x in home]
+    if h.scope != "run":
+        # messages without a run id follow their neighbour (before, else after)
+        last: str | None = None
+        for k, x in enumerate(home):
+            if x is None and hist[k].run_id is None:
+                home[k] = last
+            elif isinstance(x, str):
+                last = x
+        nxt: str | None = None
+        for k in range(len(home) - 1, -1, -1):
+            x = home[k]
+            if x is None and hist[k].run_id is None:
+                home[k] = nxt if nxt is not None else (covered[-1] if len(covered) == 1 else None)
+            elif isinstance(x, str):
+                nxt = x
+    else:
+        home = [covered[0] if x is None and hist[k].run_id is None else x for k, x in enumerate(home)]
+    out: list[Comparison] = []
+    after = h.after
+    active = getattr(h.result.active_run, "run_id", None)
+    for r in covered:
+        if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
+            continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
+        view = after.run(r)
+        if h.baselines[r].settled_by is None and not (view is not None and view.terminal) and _streaming_at(s.runs[r], exchanges, h.at):
+            continue  # read while the run's stream was still open and the read did not settle it: a moving run
+        seen = [m for m, x in zip(hist, home) if x == r]
+        live = lives[r]
+        if not live and not seen:
+            continue
+        pairs = pair_run(live, seen, by_id)
+        diffs, renamed = diff_pairs(pairs, complete=h.scope != "page")
+        b = h.baselines[r]
+        settled = b.settled_by
+        if settled is None:
+            view = after.run(r)
+            settled = "read" if view is not None and view.terminal else None
+        out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed))
+    return out
+
+
+def _streaming_at(run: Any, exchanges: Mapping[int, Any] | None, at: float) -> bool:
+    """Whether one of the run's streams was still open at ``at``."""
+    for i in run.exchanges:
+        e = exchanges.get(i) if exchanges is not None else None
+        if e is None or e.capability not in ("run", "resume", "regenerate", "edit", "subscribe"):
+            continue
+        end = e.ended_at if e.ended_at is not None else max((f.at for f in e.frames), default=e.started_at)
+        if e.started_at <= at < end:
+            return True
+    return False
+
+
+def comparisons(ctx: Context) -> list[Comparison]:
+    """Every run the live traffic carried against every later history read
+    that covers it (its scope: the session, the run or task, a page),
+    however the run was settled; differences an earlier rejection in the
+    same run explains are set apart (:attr:`Comparison.explained`)."""
+    cached = ctx.cache.get("comparisons")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    out: list[Comparison] = []
+    causes = _causes(ctx)
+    for s in ctx.replay.sessions.values():
         for h in s.history:
             if h.result is None:
                 continue
-            before = [(rid, rec) for rid, rec in live_runs if rec.settled_at is None or rec.settled_at <= h.at * 1000.0]
-            if not before:
+            for c in _read_comparisons(s, h, ctx.exchanges):
+                keep = []
+                for d in c.diffs:
+                    cause = causes.get((c.session_id, c.run_id, d.get("message")))
+                    if cause is not None and cause["at"] <= h.at and d["what"] in ("extra in history", "content", "parts", "missing in history"):
+                        c.explained.append({**d, "cause": cause})
+                    else:
+                        keep.append(d)
+                c.diffs = keep
+                if keep and c.settled != "fact":
+                    broke = _broken_stream(ctx, c.session_id, c.run_id, h.at)
+                    if broke is not None:
+                        c.diffs = []
+                        for d in keep:
+                            if _explained_by_break(d):
+                                c.explained.append({**d, "cause": broke})
+                            else:
+                                c.diffs.append(d)
+                out.append(c)
+    ctx.cache["comparisons"] = out
+    return out
+
+
+def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: float) -> dict[str, Any] | None:
+    """The run's stream that broke mid-run (reset, timeout, client gone) before ``before``: CK103."""
+    from .lifecycle import _end_states
+
+    for ex in _end_states(ctx):
+        e = ex.exchange
+        if ex.session_id != session_id or ex.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
+            continue
+        if (e.ended_at or e.started_at) > before:
+            continue
+        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+        return {"code": "CK103", "reason": f"connection broke ({e.end})", "frame": last, "at": e.ended_at or e.started_at}
+    return None
+
+
+def _explained_by_break(d: Mapping[str, Any]) -> bool:
+    """What a stream cut mid-run explains: history holding more or less of the
+    run's output (the rest the stream never delivered, or a partial answer the
+    backend did not keep), never other ids or other content."""
+    what = d.get("what")
+    if what == "extra in history":
+        return True
+    if what == "missing in history":
+        return d.get("role") != "user"
+    if what == "parts":
+        a, b = list(d.get("live", [])), list(d.get("history", []))
+        return a[: len(b)] == b or b[: len(a)] == a
+    if what == "content" and d.get("fields") == ["text"]:
+        a, b = str(d["live"].get("text") or ""), str(d["history"].get("text") or "")
+        return a.startswith(b) or b.startswith(a)
+    return False
+
+
+def _comparisons(ctx: Context) -> list[Comparison]:
+    return comparisons(ctx)
+
+
+#: Rejections whose message a later history read may hold (the UI dropped it).
+CAUSE_REASONS = {"output-sealed": "CK107", "terminal-sealed": "CK101", "invalid-message": "CK301"}
+
+
+def _message_id(fact: Any) -> str | None:
+    msg = getattr(fact, "message", None)
+    if msg is not None and getattr(msg, "id", None):
+        return msg.id  # type: ignore[no-any-return]
+    mid = getattr(fact, "message_id", None)
+    return mid if isinstance(mid, str) else None
+
+
+def _causes(ctx: Context) -> dict[tuple[str, str | None, str | None], dict[str, Any]]:
+    """(session, run, message id) -> the rejection that dropped it live."""
+    cached = ctx.cache.get("causes")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    from .lifecycle import stop_notices
+
+    notices = stop_notices(ctx)
+    out: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
+
+    def at(ex: int | None, fr: int | None) -> float:
+        rec = ctx.replay.frame(ex, fr) if ex is not None and fr is not None else None
+        if rec is not None:
+            return rec.at
+        e = ctx.exchanges.get(ex) if ex is not None else None
+        return e.started_at if e is not None else 0.0
+
+    for rec in ctx.facts():
+        reason = rec.result.reason.value if rec.result.reason is not None else None
+        if reason not in CAUSE_REASONS:
+            continue
+        mid = _message_id(rec.fact)
+        if mid is None:
+            continue
+        code = "CK113" if rec.seq in notices else CAUSE_REASONS[reason]
+        key = (rec.fact.session_id, rec.fact.run_id, mid)
+        out.setdefault(key, {"code": code, "reason": reason, "frame": frame_ref(rec.exchange_index, rec.frame_index),
+                             "at": at(rec.exchange_index, rec.frame_index)})
+    for ex in ctx.exchange_records():
+        if ex.reader_stop is None or ex.reader_stop[0] != "terminal":
+            continue
+        for fr in ex.frames:
+            if fr.state != "after-terminal":
                 continue
-            hist = list(h.result.messages)
-            if any(m.run_id for m in hist):
-                strangers = [m for m in hist if m.run_id not in known]
-                lives = {rid: [m for m in rec.settled.messages if m.run_id == rid] for rid, rec in before}
-                # Messages pair by id across runs first: a backend may file a
-                # follow-up turn under the first run's id (A2A's taskId).
-                claimed = {m.id: rid for rid, msgs in lives.items() for m in msgs}
-                for run_id, rec in before:
-                    live = lives[run_id]
-                    if not live:
-                        continue
-                    seen = [
-                        m
-                        for m in hist
-                        if claimed.get(m.id) == run_id or (m.id not in claimed and m.run_id == run_id)
-                    ]
-                    yield Comparison(sid, run_id, rec, h, live, seen, strangers)
-            else:
-                run_id, rec = max(before, key=lambda item: item[1].settled_at or 0.0)
-                snap = rec.settled
-                done = {r.id for r in snap.runs if r.terminal}
-                live = [m for m in snap.messages if m.run_id is None or m.run_id in done]
-                yield Comparison(sid, run_id, rec, h, live, hist, [])
+            for fact in fr.shadow:
+                mid = _message_id(fact)
+                if mid is None or fact.kind not in ("message", "delta", "part"):
+                    continue
+                out.setdefault((fact.session_id, fact.run_id, mid), {
+                    "code": "CK101", "reason": "after-terminal", "frame": frame_ref(fr.exchange_index, fr.frame_index), "at": fr.at})
+    ctx.cache["causes"] = out
+    return out
+
+
+def consequences(ctx: Context, session_id: str | None, run_id: str | None, code: str) -> list[dict[str, Any]]:
+    """What later history reads show of the messages a ``code`` rejection
+    dropped in this run: ``[{read, message, what}]``."""
+    out = []
+    for c in comparisons(ctx):
+        if c.session_id != session_id or c.run_id != run_id:
+            continue
+        for d in c.explained:
+            if d["cause"]["code"] == code:
+                out.append({"read": c.read, "message": d.get("message"), "what": d.get("what")})
+    return out
+
+
+def consequence_sentence(found: list[dict[str, Any]]) -> str:
+    if not found:
+        return ""
+    reads = sorted({f["read"] for f in found})
+    msgs = sorted({str(f["message"]) for f in found})
+    return (f" History read{'s' if len(reads) > 1 else ''} {', '.join(map(str, reads))} "
+            f"hold{'' if len(reads) > 1 else 's'} what the UI dropped ({', '.join(msgs[:3])}{'…' if len(msgs) > 3 else ''}): "
+            "the next refresh will show it.")
 
 
 def _limitation_note(ctx: Context) -> str | None:
@@ -190,30 +583,49 @@ def _limitation_note(ctx: Context) -> str | None:
 
 @analyzer("CK201")
 def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
-    """CK201 (R8.4): history after a settled run differs from the live
-    snapshot at the moment it settled: a message missing or extra, a message
-    id, part id, part type or visible content differs.  Every message of the
-    run is compared, the user's too; a protocol that cannot give the client
-    the server's ids says so in the detail (``history_limitation``)."""
-    for c in _comparisons(ctx):
+    """CK201 (R8.4): a history read differs from what the live stream showed
+    of a run it covers (the read's scope: session, run or task, page),
+    however the run was settled: a message missing or extra, a message id,
+    part id, part type or visible content differs.  The live side is the
+    run as the UI had it just before the read.  Messages pair by id first,
+    then by run and position, never by text alone across runs.  Every
+    message of the run is compared, the user's too; a protocol that cannot
+    give the client the server's ids says so in the detail
+    (``history_limitation``).  A difference an earlier rejection in the same
+    run explains (output-sealed, terminal-sealed, invalid message) is
+    reported on that rejection, not here."""
+    for c in comparisons(ctx):
         sid, run_id, h = c.session_id, c.run_id, c.history
-        diffs, _ = c.diff()
+        diffs = c.diffs
         if not diffs:
             continue
-        detail: dict[str, Any] = {"history_exchange": h.exchange_index, "differences": diffs[:30]}
+        detail: dict[str, Any] = {
+            "history_exchange": h.exchange_index,
+            "scope": c.scope,
+            "run_settled": c.how,
+            "baseline": c.baseline,
+            "differences": [_detail(d) for d in diffs[:30]],
+        }
+        if c.explained:
+            detail["explained_elsewhere"] = [{"message": d.get("message"), "by": d["cause"]["code"]} for d in c.explained]
         note = _limitation_note(ctx)
         if note:
             detail["protocol_limitation"] = note
         first = diffs[0]
-        where = first.get("part") and f"{first['message']}/{first['part']}" or first["message"]
         decisive = frame_ref(h.exchange_index, None)
+        frames = [decisive]
+        if c.live_at is not None:
+            frames.append(frame_ref(*c.live_at))
+        first_run = ctx.first_frame_of_run(sid, run_id) if run_id else None
+        if first_run and first_run not in frames:
+            frames.append(first_run)
         yield make_finding(
             "CK201",
             session_id=sid,
             run_id=run_id,
-            frames=[decisive] + ([ctx.first_frame_of_run(sid, run_id)] if ctx.first_frame_of_run(sid, run_id) else []),
-            message=f"History read {h.exchange_index} differs from the live run {run_id} ({len(diffs)} difference(s), "
-            f"first: {first['what']} at {where}): a refresh will flicker or show content twice.",
+            frames=frames,
+            message=f"History read {h.exchange_index} ({c.scope} scope) differs from live run {run_id} ({c.how}): "
+            f"{len(diffs)} difference(s); first: {describe(first)}",
             detail=detail,
             keys=[h.exchange_index] + [d.get("message") for d in diffs[:5]],
         )
@@ -221,38 +633,63 @@ def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
 
 @analyzer("CK202")
 def same_content_different_ids(ctx: Context) -> Iterator[Finding]:
-    """CK202 (R4.3): the same content carries different ids in two
-    observations: live vs history, or two history reads."""
-    for c in _comparisons(ctx):
+    """CK202 (R4.3): the same message (same run, same place, same content)
+    carries different ids in two observations: live vs a history read that
+    covers its run, or two history reads of the same scope.  Equal text in
+    different runs is never the same message."""
+    for c in comparisons(ctx):
         sid, run_id, h = c.session_id, c.run_id, c.history
-        _, renamed = c.diff()
+        renamed = c.renamed
         if renamed:
             yield make_finding(
                 "CK202",
                 session_id=sid,
                 run_id=run_id,
                 frames=[frame_ref(h.exchange_index, None)],
-                message=f"The same content has different ids live and in history read {h.exchange_index}: "
-                + ", ".join(f"{a} vs {b}" for a, b in renamed[:3])
-                + ".",
-                detail={"pairs": [{"live": a, "history": b} for a, b in renamed], "observations": ["live", f"history:{h.exchange_index}"]},
+                message=f"The same message of run {run_id} has different ids live and in history read {h.exchange_index} "
+                f"({c.scope} scope): " + ", ".join(f"{a} vs {b}" for a, b in renamed[:3])
+                + (f" and {len(renamed) - 3} more" if len(renamed) > 3 else "") + ".",
+                detail={"pairs": [{"live": a, "history": b} for a, b in renamed], "observations": ["live", f"history:{h.exchange_index}"],
+                        "scope": c.scope},
                 keys=[a for a, _ in renamed],
             )
     for sid, s in ctx.replay.sessions.items():
         reads = [h for h in s.history if h.result is not None]
         for first, second in zip(reads, reads[1:]):
-            _, renamed = diff_messages(list(first.result.messages), list(second.result.messages))
+            renamed = _read_vs_read(first, second)
             if renamed:
                 yield make_finding(
                     "CK202",
                     session_id=sid,
                     run_id=None,
                     frames=[frame_ref(second.exchange_index, None), frame_ref(first.exchange_index, None)],
-                    message=f"History reads {first.exchange_index} and {second.exchange_index} give the same content "
+                    message=f"History reads {first.exchange_index} and {second.exchange_index} give the same message "
                     "different ids: " + ", ".join(f"{a} vs {b}" for a, b in renamed[:3]) + ".",
                     detail={"pairs": [{"first": a, "second": b} for a, b in renamed], "observations": [f"history:{first.exchange_index}", f"history:{second.exchange_index}"]},
                     keys=[a for a, _ in renamed],
                 )
+
+
+def _read_vs_read(a: Any, b: Any) -> list[tuple[str, str]]:
+    """Same messages under other ids in two reads: by id, then by run and
+    position, only over what both reads cover (same scope, same run)."""
+    if a.scope != b.scope or (a.scope == "run" and a.run_id != b.run_id):
+        return []
+    groups_a: dict[str | None, list[RuntimeMessage]] = {}
+    groups_b: dict[str | None, list[RuntimeMessage]] = {}
+    for m in a.result.messages:
+        groups_a.setdefault(m.run_id, []).append(m)
+    for m in b.result.messages:
+        groups_b.setdefault(m.run_id, []).append(m)
+    by_id = {m.id: m for m in b.result.messages}
+    renamed: list[tuple[str, str]] = []
+    for run, msgs in groups_a.items():
+        other = groups_b.get(run)
+        if not other:
+            continue
+        _, r = diff_pairs(pair_run(msgs, other, {k: v for k, v in by_id.items() if v.run_id == run}), complete=False)
+        renamed.extend(r)
+    return renamed
 
 
 _RANDOM_ID = re.compile(

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
 from ..pipeline import FactRecord, STREAMING
 from ._context import Context, analyzer, frame_ref
-from ._finding import Finding, make_finding
+from ._finding import Finding, clip, make_finding
 
 MAX_FRAMES = 20
 
@@ -93,13 +93,14 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
                 "the UI does not show: the backend kept producing after its terminal."
             )
             extra = []
+        note, more = _history_note(ctx, ex.session_id, ex.run_id, "CK101")
         yield make_finding(
             "CK101",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in lost[:MAX_FRAMES]] + extra,
-            message=message,
-            detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct"},
+            message=message + note,
+            detail={"terminal_frame": term, "lost_frames": len(lost), "lost_kinds": kinds, "stream": "direct", **more},
             keys=["direct"],
         )
     seen_by_exchange: dict[int, set[str]] = {}
@@ -135,14 +136,15 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         return _new_event(ctx, rec.exchange_index, rec.frame_index, seen, need_id=True)
 
     for (sid, run_id), recs in rejections(ctx, "terminal-sealed", sealed):
+        note, more = _history_note(ctx, sid, run_id, "CK101")
         yield make_finding(
             "CK101",
             session_id=sid,
             run_id=run_id,
             frames=refs(recs),
             message=f"{len(recs)} fact(s) arrived for run {run_id} after its terminal and were rejected "
-            "terminal-sealed (the console shows terminal-sealed).",
-            detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription"},
+            "terminal-sealed (the console shows terminal-sealed)." + note,
+            detail={"reason": "terminal-sealed", "count": len(recs), "kinds": sorted({r.fact.kind for r in recs}), "stream": "subscription", **more},
             keys=["sealed"],
         )
     for (sid, run_id), recs in rejections(ctx, "terminal-sealed", same_event):
@@ -311,13 +313,17 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
         last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         how = {"fact": "a later stream concluded it", "history": "a later history read settled it", "status": "a later status read settled it"}
         after = f"; {how.get(settled, 'it was settled later')}" if settled else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
+        note, more = _history_note(ctx, ex.session_id, ex.run_id, "CK103")
+        if note:
+            note = note.replace("what the UI dropped", "what the cut stream did not deliver or the backend did not keep") \
+                .replace("the next refresh will show it", "the next refresh replaces the live copy with it")
         yield make_finding(
             "CK103",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[last],
-            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}.",
-            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled},
+            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}." + note,
+            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled, **more},
             keys=[e.index],
         )
 
@@ -354,12 +360,82 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
         )
 
 
+def stop_notices(ctx: Context) -> set[int]:
+    """Sequence numbers of output-sealed messages that came in the same frame
+    as the run's accepted terminal after an acknowledged stop: the backend's
+    notice about the stop (A2A's ``canceled`` status message), not output it
+    kept producing."""
+    cached = ctx.cache.get("stop_notices")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    terminal_frames = {
+        (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index)
+        for r in ctx.facts()
+        if r.result.accepted and r.fact.kind in TERMINAL_KINDS and r.frame_index is not None
+    }
+    out = {
+        r.seq
+        for r in ctx.facts()
+        if r.result.reason is not None
+        and r.result.reason.value == "output-sealed"
+        and r.fact.kind == "message"
+        and (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index) in terminal_frames
+    }
+    ctx.cache["stop_notices"] = out
+    return out
+
+
+def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) -> tuple[str, dict]:
+    from .identity import consequence_sentence, consequences
+
+    found = consequences(ctx, sid, run_id, code)
+    if not found:
+        return "", {}
+    return consequence_sentence(found), {"history_consequence": found}
+
+
 @analyzer("CK107")
 def output_after_stop(ctx: Context) -> Iterator[Finding]:
-    """CK107 (R3.6, R9): output after the acknowledged stop sealed the run (output-sealed)."""
-    yield from reason_finding(
-        "CK107", "output-sealed", "{n} output fact(s) arrived after the backend acknowledged the stop (output-sealed).", ctx
-    )
+    """CK107 (R3.6, R9): output after the acknowledged stop sealed the run
+    (output-sealed): the backend kept producing.  A notice carried by the
+    terminal frame itself is CK113.  When a later history read holds what
+    was dropped, the finding says so (and CK201 does not repeat it)."""
+    notices = stop_notices(ctx)
+    for f in reason_finding(
+        "CK107", "output-sealed", "{n} output fact(s) arrived after the backend acknowledged the stop (output-sealed): "
+        "the backend kept producing and the UI drops it.", ctx, lambda r: r.seq not in notices,
+    ):
+        note, extra = _history_note(ctx, f.session_id, f.run_id, "CK107")
+        f.message += note
+        f.detail.update(extra)
+        yield f
+
+
+@analyzer("CK113")
+def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
+    """CK113 (R9, R3.6; warning): after the backend acknowledged a stop, the
+    frame that ends the run (e.g. A2A's ``canceled`` status update) also
+    carries a message, typically the notice about the stop ("cancelled by
+    request").  The run's output is sealed at the acknowledgement, so the UI
+    drops the notice; a refresh shows it when history holds it.  Not output
+    the backend kept producing (that is CK107)."""
+    notices = stop_notices(ctx)
+    for (sid, run_id), recs in rejections(ctx, "output-sealed", lambda r: r.seq in notices):
+        first = recs[0]
+        text = clip(getattr(first.fact.message, "text", "") or "", 80)
+        note, extra = _history_note(ctx, sid, run_id, "CK113")
+        yield make_finding(
+            "CK113",
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=f"The backend's terminal frame after the acknowledged stop carries a notice"
+            + (f" (“{text}”)" if text else "")
+            + ": the UI drops it because the stop sealed the run's output."
+            + (note if note else " A refresh shows it if history holds it."),
+            detail={"reason": "output-sealed", "count": len(recs), "messages": [r.fact.message.id for r in recs], **extra},
+            keys=[first.fact.message.id],
+        )
 
 
 @analyzer("CK108")

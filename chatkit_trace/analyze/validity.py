@@ -18,13 +18,17 @@ def invalid_messages(ctx: Context) -> Iterator[Finding]:
     rule.  A live message is dropped alone; a history batch is rejected whole."""
     for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail not in UNIQUE_RULES):
         rules = sorted({r.result.detail or "?" for r in recs})
+        from .identity import consequence_sentence, consequences
+
+        found = consequences(ctx, sid, run_id, "CK301")
         yield make_finding(
             "CK301",
             session_id=sid,
             run_id=run_id,
             frames=refs(recs),
-            message=f"{len(recs)} live message(s) broke validation ({', '.join(rules)}) and were dropped.",
-            detail={"rules": rules, "count": len(recs), "source": "live"},
+            message=f"{len(recs)} live message(s) broke validation ({', '.join(rules)}) and were dropped."
+            + consequence_sentence(found),
+            detail={"rules": rules, "count": len(recs), "source": "live", **({"history_consequence": found} if found else {})},
             keys=rules,
         )
     for sid, s in ctx.replay.sessions.items():

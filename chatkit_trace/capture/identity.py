@@ -205,6 +205,8 @@ class Match:
     #: The route matches only event-stream responses (``Route.streams_only``):
     #: the recorder and ``import`` drop the match when the response is not one.
     streams_only: bool = False
+    #: What a history/status read covers (``session``, ``run``, ``page``); None for other routes.
+    scope: str | None = None
     pending_response: frozenset[str] = _NOTHING
     pending_events: frozenset[str] = _NOTHING
     plan: IdPlan = field(default=_EMPTY_PLAN, compare=False, repr=False)
@@ -470,6 +472,8 @@ def apply_match(exchange: Exchange, match: Match | None) -> None:
     note: dict[str, Any] = {"route": match.route_index}
     if match.route:
         note["route_name"] = match.route
+    if match.scope:
+        note["scope"] = match.scope
     if match.session_id_source:
         note["session_source"] = match.session_id_source
     unresolved = sorted(f for f in match.pending if match.get(f) is None)

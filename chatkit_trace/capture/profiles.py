@@ -252,6 +252,12 @@ class Route(BaseModel):
     #: a WebSocket); other responses on this route stay plain exchanges.  The
     #: catch-all route of a profile made from an adapter name uses it.
     streams_only: bool = False
+    #: What a ``history`` (or ``status``) read covers: ``session`` (the whole
+    #: conversation: ADK session, chatkit HistoryResult), ``run`` (one run or
+    #: task: A2A ``tasks/get``, Hermes ``GET /v1/runs/{id}``) or ``page`` (a
+    #: part of the session: ``loadMore``).  Default: ``page`` when the route
+    #: has a cursor, ``run`` when it names a run, else ``session``.
+    scope: Literal["session", "run", "page"] | None = None
     description: str | None = None
 
     @field_validator("session", "run", "cursor", "target", mode="before")
@@ -308,7 +314,22 @@ class Route(BaseModel):
         for src in self.run:
             if src.from_ == "derived" and src.name not in (None, "sequence"):
                 raise ValueError("run: a run is derived by 'sequence' only")
+        if self.scope is not None and self.capability not in ("history", "status"):
+            raise ValueError(f"scope: only a history or status route has a scope (this one is {self.capability!r})")
+        if self.scope == "run" and not self.run:
+            raise ValueError("scope: a 'run' scope needs the route to name its run (run = …)")
         return self
+
+    @property
+    def read_scope(self) -> str | None:
+        """What a read on this route covers (``scope``, or its default); None for other routes."""
+        if self.capability not in ("history", "status"):
+            return None
+        if self.scope is not None:
+            return self.scope
+        if self.cursor:
+            return "page"
+        return "run" if self.run else "session"
 
 
 
@@ -593,6 +614,7 @@ class _Compiled:
     output: str
     name: str | None
     streams_only: bool
+    scope: str | None
     #: id fields with response / events sources.
     later_response: frozenset[str]
     later_events: frozenset[str]
@@ -631,6 +653,7 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         output=r.output,
         name=r.name,
         streams_only=r.streams_only,
+        scope=r.read_scope,
         later_response=frozenset(f for f in ID_FIELDS if any(s.kind == "response" for s in plan.sources(f))),
         later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))),
     )
@@ -785,6 +808,7 @@ class _Matcher:
             continues=continues,
             route=c.name,
             streams_only=c.streams_only,
+            scope=c.scope,
             pending_response=frozenset(pend_r),
             pending_events=frozenset(pend_e),
             plan=c.plan,

@@ -21,7 +21,11 @@ CASES = sorted(CORPUS.glob("*.json"))
 def test_every_violation_has_an_error_finding(path: Path):
     _, exchanges, adapter = load_case(path)
     rep, findings = analyze(exchanges, adapter)
-    errors = {(f.session_id, f.run_id) for f in findings if f.severity == "error"}
+    # CK113 is the one finding for a rejection below error: the backend's stop
+    # notice carried by the terminal frame after an acknowledged stop is
+    # dropped by the UI (a warning that says so, decisions 118-119), not a
+    # contract violation of the backend's
+    errors = {(f.session_id, f.run_id) for f in findings if f.severity == "error" or f.code == "CK113"}
     error_sessions = {s for s, _ in errors}
     for rec in rep.violations:
         key = (rec.fact.session_id, rec.fact.run_id)
