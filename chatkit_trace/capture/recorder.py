@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -339,14 +340,14 @@ class Recorder:
             if key not in self._error_keys:
                 self._error_keys.add(key)
                 if self.writer is not None:
-                    self.writer.put(("err", fid, where, message))
+                    self.writer.put(("err", fid, where, message))  # the writer scrubs what it stores
             if where not in self._logged:
                 self._logged.add(where)
-                logger.warning(
-                    f"chatkit-trace: capture error in {where} (stored in the trace, logged once; the traffic is not "
-                    f"affected): {message}",
-                    exc_info=err,
-                )
+                tb = "".join(traceback.format_exception(err)).rstrip()
+                red = self._config.redactor if self._config is not None else None
+                text = (f"chatkit-trace: capture error in {where} (stored in the trace, logged once; the traffic is not "
+                        f"affected): {message}\n{tb}")
+                logger.warning(red.scrub_text(text) if red is not None else text)
         except Exception:  # noqa: BLE001, S110 - the last line of defence
             pass
 

@@ -47,6 +47,7 @@ import sqlite3
 import threading
 import time
 import traceback
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -299,6 +300,7 @@ class Writer(threading.Thread):
         self.recorded_bytes = 0  # the recorded data's size (chatkit_max_db_mb), kept up to date
         self.derive_cost = 0.0  # seconds the last derivation took
         self.stopped = threading.Event()
+        self.scrub_memo: weakref.WeakKeyDictionary[_Flow, dict[str, Any]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ loop side API
 
@@ -361,6 +363,9 @@ class Writer(threading.Thread):
         self._configure(self.config)
 
     def _configure(self, config: WriterConfig) -> None:
+        old = self.config.redactor
+        if config.redactor is not None and old is not None:
+            config.redactor.adopt(old)  # one recording: what was learned stays learned
         self.config = config
         self.limit = max(1, config.queue_limit)
         self.adapter = None
@@ -476,6 +481,7 @@ class Writer(threading.Thread):
         store = self.store
         try:
             self._assign_ready()
+            self._scrub()
             if self.frames:
                 if self.over_cap:
                     self.capped["frames_over_cap"] += len(self.frames)
@@ -498,6 +504,31 @@ class Writer(threading.Thread):
             except Exception:  # noqa: BLE001, S110 - the batch is lost either way
                 pass
             self._internal_error("store", err)
+
+    def _scrub(self) -> None:
+        """Mask learned secrets and token shapes in every frame and exchange row
+        about to be written (capture/secrets.py): nothing unmasked reaches the
+        file, its WAL or free pages.  Lengths are kept; the exchange notes where."""
+        red = self.config.redactor
+        if red is None:
+            return
+        from .redact import note_scrubbed
+
+        frames = self.frames
+        for i, f in enumerate(frames):
+            new, spans = red.scrub_frame(f)
+            if new is f:
+                continue
+            frames[i] = new
+            st = self.flows.get(self.flow_of.get(f.exchange_index, ""))
+            if st is not None:
+                note_scrubbed(st.ex.notes, f"frame:{f.index}", spans)
+                st.dirty = True
+        for st in self.flows.values():
+            if st.dirty:
+                memo = self.scrub_memo.setdefault(st, {})
+                for where, spans in red.scrub_fields(st.ex, memo):
+                    note_scrubbed(st.ex.notes, where, spans)
 
     # ------------------------------------------------------------------ messages
 
@@ -881,6 +912,8 @@ class Writer(threading.Thread):
         done = red.redact_exchange(probe)
         for where in done.notes.get("redacted", ()):
             _redacted(ex, where)
+        for span in done.notes.get("scrubbed", ()):
+            ex.notes.setdefault("scrubbed", []).append(span)
         return list(done.frames)
 
     @staticmethod
@@ -901,6 +934,8 @@ class Writer(threading.Thread):
         if key in self.stored_errors:
             return
         self.stored_errors.add(key)
+        if self.config.redactor is not None:
+            message = self.config.redactor.scrub_text(message)
         try:
             self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
         except Exception:  # noqa: BLE001, S110 - nowhere left to store it
@@ -918,6 +953,8 @@ class Writer(threading.Thread):
                       f"the traffic is not affected: {message}\n{tb}")
 
     def _log(self, level: int, message: str) -> None:
+        if self.config.redactor is not None:
+            message = self.config.redactor.scrub_text(message)
         if self.notify is not None:
             try:
                 self.notify(lambda: logger.log(level, message))
