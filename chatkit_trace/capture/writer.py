@@ -548,9 +548,12 @@ class Writer(threading.Thread):
         elif kind == "gap":
             self._gap(item)
         elif kind == "err":
-            _, fid, where, message = item
+            _, fid, where, message, *log = item
             st = self.flows.get(fid) if fid else None
-            self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+            if message is not None:
+                self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+            if log and log[0]:
+                self._log(logging.WARNING, log[0])  # the loop's error, masked here (in queue order)
         elif kind == "cfg":
             self._configure(item[1])
         else:
