@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 
 from chatkit_trace.fixtures import dump_fixture, export_fixture
+from chatkit_trace.store import TraceStore
 from chatkit_trace.wire import SSEParser, make_decoder
 
 from .client import fetch
@@ -238,3 +239,78 @@ async def test_kill_9_mid_flight_loses_no_committed_batch_and_the_file_records_a
     assert len(store.get_meta("recordings")) == 2
     assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store.close()
+
+
+# -- imports, redrive, serve ----------------------------------------------------------------------
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "chatkit-trace"), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+async def test_har_and_flow_imports_of_an_echoing_upstream_hold_no_secret(tmp_path, procs):
+    inputs = tmp_path / "inputs"  # the user's own captures: secrets and all
+    inputs.mkdir()
+    flows, har = inputs / "echo.flows", inputs / "echo.har"
+    with echo_backend() as upstream:
+        p = mitmdump(upstream=upstream.url, db=tmp_path / "unused.db", addon=False,
+                     extra=["-w", str(flows), "--set", f"hardump={har}"])
+        procs.append(p)
+        await drive(f"http://127.0.0.1:{p.port}", "gzip")
+        assert p.stop() == 0, p.output
+    assert scan([flows]) and scan([har])  # the inputs hold them, so the imports had something to hide
+    out = tmp_path / "out"
+    out.mkdir()
+    for src in (flows, har):
+        r = _cli("import", str(src), "--profile", "myproto", "-o", str(out / f"{src.suffix[1:]}.db"), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert not [s for s in LEARNED + SHAPED if s in r.stdout + r.stderr]
+    assert sorted(p.name for p in files(out)) == ["flows.db", "har.db"]  # no temporary file left
+    assert scan(files(out)) == []
+    store = TraceStore(out / "flows.db", readonly=True)
+    [run] = [e for e in store.exchanges(with_frames=True) if e.run_id == "r1"]
+    assert json.loads(run.frames[2].text)["x_api_key"].startswith("[REDACTED]")  # learned from the header, masked in the frame
+    store.close()
+    checked = _cli("check", str(har), "--profile", "myproto", "--format", "json", cwd=tmp_path)
+    assert checked.returncode in (0, 1) and "CK701" not in checked.stdout
+
+
+async def test_redrive_and_serve_output_hold_no_secret(tmp_path, procs):
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    with echo_backend() as upstream:
+        # A recording that kept its secrets (so serve has something to hide) ...
+        kept = rec / "kept.db"
+        p = mitmdump(upstream=upstream.url, db=kept, profile="myproto", options={"chatkit_keep_secrets": "true"})
+        procs.append(p)
+        await drive(f"http://127.0.0.1:{p.port}", "")
+        stopped_store(p, kept).close()
+        # ... exported as a fixture (redacted again) and re-driven with the real credentials.
+        fixture = rec / "s1.chatkit.json"
+        dump_fixture(export_fixture(kept, "s1").fixture, fixture)
+        assert scan([fixture]) == []
+        out = tmp_path / "out"
+        out.mkdir()
+        r = _cli("redrive", str(fixture), "--upstream", upstream.url,
+                 "-H", f"Authorization: Bearer {AUTH}", "-H", f"X-Api-Key: {API_KEY}", "-H", f"Cookie: session={SESSION}",
+                 "--save", str(out / "new.chatkit.json"), "--trace", str(out / "new.db"), cwd=tmp_path)
+        assert r.returncode in (0, 1), r.stderr
+        assert r.stdout.startswith("re-drove 2 request(s)")
+    assert not [s for s in LEARNED + SHAPED if s in r.stdout + r.stderr]
+    new = json.loads((out / "new.chatkit.json").read_text())
+    echoed = [f for ex in new["exchanges"] for f in ex.get("frames", []) if "debug" in json.dumps(f)]
+    assert echoed and "[REDACTED]" in json.dumps(echoed)  # the upstream did echo the real values back
+    assert scan(files(out)) == []
+
+    serve = subprocess.Popen([str(BIN / "chatkit-trace"), "serve", str(kept), "--port", "0", "--speed", "max"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        line = serve.stdout.readline()
+        base = line.split(" at ", 1)[1].split(" ", 1)[0]
+        served = await fetch("POST", f"{base}/sessions/s1/runs", json={"runId": "r1"})
+        echo = await fetch("GET", f"{base}/echo")
+    finally:
+        serve.terminate()
+        _, err = serve.communicate(timeout=10)
+    assert served.status == 200 and b"Bearer [REDACTED]" in served.raw
+    assert not [s for s in LEARNED + SHAPED if s.encode() in served.raw + echo.raw or s in line + err]
