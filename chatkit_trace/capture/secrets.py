@@ -96,13 +96,17 @@ class Shape:
     else the whole match.  Every pattern asks for at least one digit where
     ordinary words could otherwise match, so chat text does not.
     ``anchor`` is a cheap pattern every match starts with: the full
-    pattern is only tried where an anchor is (most text has none).
+    pattern is only tried where an anchor is; ``hints`` are literals for an
+    even cheaper first test (most text has none).
     """
 
     name: str
     title: str
     pattern: str
     anchor: str
+    #: lower-case literals one of which every match contains: text holding
+    #: none of any shape's hints (most text) costs a few substring tests.
+    hints: tuple[str, ...] = ()
 
 
 _TOK = r"A-Za-z0-9_\-"
@@ -115,36 +119,42 @@ SHAPES: tuple[Shape, ...] = (
         "OpenAI / Anthropic style API key (sk-…, sk-proj-…, sk-ant-…)",
         rf"(?<![{_TOK}])sk-(?=[{_TOK}]*[0-9])[{_TOK}]{{20,}}",
         r"sk-",
+        ("sk-",),
     ),
     Shape(
         "jwt",
         "JSON Web Token (eyJ….eyJ….…)",
         rf"(?<![{_TOK}])eyJ[{_TOK}]{{6,}}\.eyJ[{_TOK}]{{6,}}\.[{_TOK}]*",
         r"eyJ",
+        ("eyj",),
     ),
     Shape(
         "aws-access-key",
         "AWS access key id (AKIA…, ASIA…)",
         r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
         r"AKIA|ASIA|ABIA|ACCA",
+        ("akia", "asia", "abia", "acca"),
     ),
     Shape(
         "aws-secret-key",
         "AWS secret access key next to its name",
         r"(?i:secret_?access_?key)[\s\"':=]{1,6}(?P<t>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
         r"(?i:secret_?access)",
+        ("secret",),
     ),
     Shape(
         "github-token",
         "GitHub token (ghp_…, gho_…, ghu_…, ghs_…, ghr_…, github_pat_…)",
         r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
         r"gh[pousr]_|github_pat_",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     Shape(
         "google-api-key",
         "Google API key (AIza…) or OAuth access token (ya29.…)",
         rf"(?<![{_TOK}])(?:AIza[0-9A-Za-z_\-]{{35}}|ya29\.[{_TOK}]{{20,}})",
         r"AIza|ya29\.",
+        ("aiza", "ya29."),
     ),
     Shape(
         "slack-token",
@@ -152,12 +162,14 @@ SHAPES: tuple[Shape, ...] = (
         r"(?<![A-Za-z0-9])xox[abposre]-(?=[A-Za-z\-]*[0-9])[0-9A-Za-z\-]{10,}"
         r"|hooks\.slack\.com/services/(?P<t>[A-Za-z0-9_/]{20,})",
         r"xox|hooks\.slack\.com",
+        ("xox", "hooks.slack.com"),
     ),
     Shape(
         "stripe-key",
         "Stripe secret or restricted key (sk_live_…, rk_test_…) or webhook secret (whsec_…)",
         r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[A-Za-z0-9+/=]{20,})",
         r"sk_|rk_|whsec_",
+        ("sk_", "rk_", "whsec_"),
     ),
     Shape(
         "bearer",
@@ -165,6 +177,7 @@ SHAPES: tuple[Shape, ...] = (
         r"(?i:\bbearer)\s+(?P<t>(?=[A-Za-z._~+/\-]*[0-9])[A-Za-z0-9._~+/\-]{8,}=*)"
         r"|(?i:authorization)[\s\"':=]{1,6}(?i:basic)\s+(?P<t2>[A-Za-z0-9+/]{8,}={0,2})",
         r"(?i:bearer|authorization)",
+        ("bearer", "authorization"),
     ),
 )
 
@@ -358,6 +371,17 @@ _SHAPES_TEXT = re.compile(_shape_alts())
 _SHAPES_DATA = re.compile(_shape_alts().encode("ascii"))
 _ANCHORS_TEXT = re.compile("|".join(s.anchor for s in SHAPES))
 _ANCHORS_DATA = re.compile("|".join(s.anchor for s in SHAPES).encode("ascii"))
+_HINTS = tuple(sorted({h for s in SHAPES for h in s.hints}))
+_HINTS_DATA = tuple(h.encode("ascii") for h in _HINTS)
+#: Nothing shorter can hold a learned value or a shape.
+_SHORTEST = min(MIN_LEARNED, 12)
+
+
+def _hinted(text: Any) -> bool:
+    """Whether ``text`` (str or bytes) holds any shape's hint (a superset test)."""
+    low = text.lower()
+    hints = _HINTS if isinstance(low, str) else _HINTS_DATA
+    return any(h in low for h in hints)
 
 
 @dataclass(frozen=True)
@@ -365,17 +389,49 @@ class _Learned:
     generation: int
     text: re.Pattern[str] | None
     data: re.Pattern[bytes] | None
+    #: with few values, their forms: substring tests are cheaper than the pattern when nothing is there
+    forms: tuple[str, ...] | None = None
+    forms_data: tuple[bytes, ...] | None = None
+
+
+#: Up to this many forms, text is first tested with ``in`` for each.
+_FEW_FORMS = 64
+
+
+def _word_class(form: str) -> str | None:
+    """``a-z`` or ``A-Z`` for a value that is one word of one letter case and
+    shorter than 16 (``complete``, ``SECRETVALUE``): it is matched only where
+    the neighbours are not letters of that case, so ``complete`` never masks
+    part of ``completed``.  None: matched anywhere."""
+    if len(form) >= 16 or not form.isascii() or not form.isalpha():
+        return None
+    if form.islower():
+        return "a-z"
+    if form.isupper():
+        return "A-Z"
+    return None
+
+
+def _learned_pattern(forms: list[str]) -> str:
+    groups: dict[str | None, list[str]] = {}
+    for f in forms:
+        groups.setdefault(_word_class(f), []).append(f)
+    alts = []
+    for cls, words in groups.items():
+        try:
+            body = _trie(words)
+            re.compile(body)
+        except (re.error, RecursionError, OverflowError):  # pragma: no cover - a pathological set
+            body = "|".join(re.escape(w) for w in sorted(words, key=lambda w: (-len(w), w)))
+        alts.append(body if cls is None else f"(?<![{cls}])(?:{body})(?![{cls}])")
+    return "|".join(f"(?:{a})" for a in alts)
 
 
 def _compile(forms: list[str]) -> tuple[re.Pattern[str] | None, re.Pattern[bytes] | None]:
     if not forms:
         return None, None
     as_bytes = [f.encode("utf-8", "surrogatepass").decode("latin-1") for f in forms]
-    try:
-        return re.compile(_trie(forms)), re.compile(_trie(as_bytes).encode("latin-1"))
-    except (re.error, RecursionError, OverflowError):  # pragma: no cover - a pathological set
-        return (re.compile("|".join(re.escape(f) for f in forms)),
-                re.compile("|".join(re.escape(f) for f in as_bytes).encode("latin-1")))
+    return re.compile(_learned_pattern(forms)), re.compile(_learned_pattern(as_bytes).encode("latin-1"))
 
 
 def _kind(m: re.Match[Any]) -> tuple[str, int, int]:
@@ -399,7 +455,7 @@ class Scrubber:
     def __init__(self, secrets: Secrets | None = None, *, shapes: bool = True) -> None:
         self.secrets = secrets if secrets is not None else Secrets()
         self.shapes = shapes
-        self._learned: _Learned = _Learned(-1, None, None)
+        self._learned: _Learned = _Learned(-1, None, None, (), ())
         self._lock = threading.Lock()
 
     @property
@@ -414,31 +470,36 @@ class Scrubber:
         with self._lock:
             c = self._learned
             if c.generation != gen:
-                text, data = _compile(self.secrets.forms())
-                c = self._learned = _Learned(gen, text, data)
+                forms = self.secrets.forms()
+                text, data = _compile(forms)
+                few = len(forms) <= _FEW_FORMS
+                c = self._learned = _Learned(
+                    gen, text, data, tuple(forms) if few else None,
+                    tuple(f.encode("utf-8", "surrogatepass") for f in forms) if few else None,
+                )
         return c
 
     def text(self, text: str) -> tuple[str, list[Span]]:
         """``text`` with every secret masked (UTF-8 byte lengths kept), and where (UTF-8 offsets)."""
-        if not text:
+        if not text or len(text) < _SHORTEST:
             return text, []
         spans: list[Span] = []
-        learned = self._patterns().text
-        if learned is not None:
-            text = self._sub_text(text, learned, spans, lambda m: ("learned", m.start(), m.end()))
-        if self.shapes:
+        c = self._patterns()
+        if c.text is not None and (c.forms is None or any(f in text for f in c.forms)):
+            text = self._sub_text(text, c.text, spans, lambda m: ("learned", m.start(), m.end()))
+        if self.shapes and _hinted(text):
             text = self._sub_text(text, _SHAPES_TEXT, spans, _kind, _ANCHORS_TEXT)
         return text, sorted(spans, key=lambda s: s.at)
 
     def data(self, data: bytes) -> tuple[bytes, list[Span]]:
         """``data`` with every secret masked (same length), and where."""
-        if not data:
+        if not data or len(data) < _SHORTEST:
             return data, []
         spans: list[Span] = []
-        learned = self._patterns().data
-        if learned is not None:
-            data = self._sub_data(data, learned, spans, lambda m: ("learned", m.start(), m.end()))
-        if self.shapes:
+        c = self._patterns()
+        if c.data is not None and (c.forms_data is None or any(f in data for f in c.forms_data)):
+            data = self._sub_data(data, c.data, spans, lambda m: ("learned", m.start(), m.end()))
+        if self.shapes and _hinted(data):
             data = self._sub_data(data, _SHAPES_DATA, spans, _kind, _ANCHORS_DATA)
         return data, sorted(spans, key=lambda s: s.at)
 

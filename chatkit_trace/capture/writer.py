@@ -915,8 +915,12 @@ class Writer(threading.Thread):
         done = red.redact_exchange(probe)
         for where in done.notes.get("redacted", ()):
             _redacted(ex, where)
-        for span in done.notes.get("scrubbed", ()):
-            ex.notes.setdefault("scrubbed", []).append(span)
+        if "scrubbed" in done.notes:
+            from .redact import note_scrubbed
+
+            for span in done.notes["scrubbed"]:
+                where = span.get("where", "")
+                note_scrubbed(ex.notes, where, [{k: v for k, v in span.items() if k != "where"}])
         return list(done.frames)
 
     @staticmethod

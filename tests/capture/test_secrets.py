@@ -338,3 +338,19 @@ def test_a_new_redactor_of_the_same_recording_adopts_what_was_learned():
     a.redact_headers([("Authorization", f"Bearer {TOKEN}")])
     b.adopt(a)
     assert b.scrub_text(f"x {TOKEN}") == f"x {mask(len(TOKEN))}"
+
+
+def test_a_one_word_value_never_masks_part_of_a_longer_word():
+    """A cookie such as ``onboarding=complete`` must not turn A2A's ``completed``
+    into ``********d`` (a broken status, a wrong verdict)."""
+    s = Secrets()
+    s.learn("complete")
+    s.learn("SECRETVALUE")
+    sc = Scrubber(s, shapes=False)
+    assert sc.text('{"state": "completed"}') == ('{"state": "completed"}', [])
+    assert sc.text('{"state": "complete"}')[0] == '{"state": "********"}'
+    assert sc.text("Bearer%20SECRETVALUE")[0] == f"Bearer%20{mask(11)}"  # digits and other cases are no word
+    assert sc.text("ASECRETVALUE")[0] == "ASECRETVALUE"
+    mixed = Secrets()
+    mixed.learn("mixed-Value-99")
+    assert Scrubber(mixed, shapes=False).text("xmixed-Value-99y")[0] == f"x{mask(14)}y"  # not a word: anywhere
