@@ -494,15 +494,15 @@ class Redactor:
             body = getattr(ex, attr)
             if not body:
                 continue
-            key = (id(body), gen)
-            if memo is not None and memo.get(attr) == key:
-                continue
+            seen = memo.get(attr) if memo is not None else None
+            if seen is not None and seen[0] is body and seen[1] == gen:
+                continue  # this very object was found clean with everything known now
             new, spans = sc.data(bytes(body))
             if spans:
                 setattr(ex, attr, new)
                 out.append((f"{side}.body", [_span_note("body", s, s.at) for s in spans]))
             if memo is not None:
-                memo[attr] = (id(getattr(ex, attr)), gen)
+                memo[attr] = (getattr(ex, attr), gen)  # holds the object: its id cannot be reused
         if ex.error:
             error, spans = sc.text(ex.error)
             if spans:
