@@ -457,7 +457,9 @@ class Redactor:
             excerpt = sc.excerpt(err.excerpt) if err.excerpt else err.excerpt
             if spans or excerpt != err.excerpt:
                 changes["error"] = replace(err, message=message, excerpt=excerpt)
-                found.append({"field": "error", "kind": "error"})
+                found += [_span_note("error.message", s, None) for s in spans]
+                if excerpt != err.excerpt:
+                    found.append({"field": "error.excerpt", "kind": "excerpt"})
         if not changes:
             return frame, []
         return replace(frame, **changes), found
