@@ -479,6 +479,8 @@ def import_file(
     start_index = store.next_exchange_index()
     if start_index:
         raise ImportError_(f"{store.path}: already holds a recording; import into a new file")
+    for ex in exchanges:  # first learn every secret, so a value is masked even before the request that sent it
+        redactor.learn_exchange(ex)
     for n, ex in enumerate(exchanges, 1):
         stored = redactor.redact_exchange(ex)
         if "redacted" in stored.notes:

@@ -44,7 +44,7 @@ def analyse(
 
     Returns None when ``cancelled()`` turned true on the way.
     """
-    from chatkit_trace.analyze import analyze_replay
+    from chatkit_trace.analyze import analyze_replay, trace_findings
     from chatkit_trace.checkcmd import write_findings
     from chatkit_trace.loading import open_trace
     from chatkit_trace.pipeline import replay
@@ -67,7 +67,7 @@ def analyse(
         if cancelled():
             return None
         report("analysing", None)
-        findings = analyze_replay(rep, exchanges, loaded.adapter)
+        findings = analyze_replay(rep, exchanges, loaded.adapter) + trace_findings(loaded.store.meta())
         if cancelled():
             return None
         report("writing derived tables", None)

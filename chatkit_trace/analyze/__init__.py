@@ -4,7 +4,8 @@
 Core (:mod:`chatkit_trace.pipeline`) and runs every analyzer; each code's
 detection logic lives in one function (``lifecycle``: CK1xx, ``identity``:
 CK2xx, ``validity``: CK3xx, ``stream``: CK4xx, ``routing``: CK5xx,
-``timing``: CK6xx).
+``timing``: CK6xx, ``recording``: CK7xx, from the trace's meta, once per
+trace: :func:`trace_findings`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F4
 from ._context import ANALYZERS, Context, Options
 from ._runner import TRACE_LEVEL, analyze_store
 from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, clip, make_finding, severity_rank
+from .recording import trace_findings
 
 __all__ = [
     "ANALYZERS",
@@ -35,6 +37,7 @@ __all__ = [
     "clip",
     "make_finding",
     "severity_rank",
+    "trace_findings",
 ]
 
 

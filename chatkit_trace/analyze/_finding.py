@@ -71,6 +71,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK504", "error", "R11.5", "local command and subscription use different run ids"),
         CodeInfo("CK601", "info", "-", "slow first event"),
         CodeInfo("CK602", "info", "-", "stall between events"),
+        CodeInfo("CK701", "info", "-", "trace recorded with secrets kept"),
     )
 }
 

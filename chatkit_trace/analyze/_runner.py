@@ -5,7 +5,8 @@ session by session: only one session's exchanges, frames and facts are in
 memory at a time, and derived rows are written as each session finishes.
 The few trace-level codes (CK203, CK401, CK406: "once per trace") are merged
 across sessions at the end; CK203 learns up front, from one SQL query,
-whether the trace holds any history read.
+whether the trace holds any history read.  CK7xx come from the trace's
+meta (``recording.trace_findings``), once.
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def analyze_store(
             on_session(sid, len(rep.frames))
         del rep, exchanges
     merged = _merge(findings)
+    from .recording import trace_findings
+
+    merged += trace_findings(store.meta())
     from ._finding import severity_rank
 
     merged.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -340,17 +341,21 @@ class Recorder:
         try:
             message = f"{type(err).__name__}: {err}"
             key = (where, type(err).__name__, fid)
-            if key not in self._error_keys:
-                self._error_keys.add(key)
-                if self.writer is not None:
-                    self.writer.put(("err", fid, where, message))
+            text = None
             if where not in self._logged:
                 self._logged.add(where)
-                logger.warning(
-                    f"chatkit-trace: capture error in {where} (stored in the trace, logged once; the traffic is not "
-                    f"affected): {message}",
-                    exc_info=err,
-                )
+                tb = "".join(traceback.format_exception(err)).rstrip()
+                text = (f"chatkit-trace: capture error in {where} (stored in the trace, logged once; the traffic is not "
+                        f"affected): {message}\n{tb}")
+            w = self.writer
+            if w is not None and w.is_alive() and (key not in self._error_keys or text is not None):
+                # The writer stores and logs it after everything queued before: by
+                # then it has learned this flow's secrets and masks them (issue 16).
+                w.put(("err", fid, where, message if key not in self._error_keys else None, text))
+            elif text is not None:
+                red = self._config.redactor if self._config is not None else None
+                logger.warning(red.scrub_text(text) if red is not None else text)
+            self._error_keys.add(key)
         except Exception:  # noqa: BLE001, S110 - the last line of defence
             pass
 

@@ -27,6 +27,17 @@ Authorization scheme (``Bearer [REDACTED]``), cookie names, Set-Cookie
 attributes, and empty values (``""``/``null``: nothing to hide).  A body
 that needed no change is returned as the same object (byte-identical);
 a JSON body that changed is re-serialised compactly.
+
+Values travel, so redaction follows them (:mod:`.secrets`): every value a
+redactor removes is remembered in its :attr:`Redactor.secrets` (memory
+only, with its partial forms: the token after ``Bearer``, each cookie
+value) and the ``scrub_*`` methods mask it, and well-known token shapes
+(``sk-…``, JWTs, AWS, GitHub, Google, Slack, Stripe keys, ``Bearer …``),
+wherever they appear: URLs, every header value, bodies, every frame
+(``text`` and ``raw``: server events too), error texts, notes.  Masks keep
+the byte length, so offsets stay true; ``notes.scrubbed`` says where (never
+what).  One redactor is one recording: build a new one per recording,
+import or export.
 """
 
 from __future__ import annotations
@@ -36,10 +47,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote_plus
+from urllib.parse import quote, unquote, unquote_plus
+
+from .secrets import Scrubber, Secrets, Span
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Exchange
+    from ..wire import Frame
     from .profiles import RedactConfig
 
 __all__ = [
@@ -48,6 +62,7 @@ __all__ = [
     "DEFAULT_NAMES",
     "Redactor",
     "is_secret_name",
+    "note_scrubbed",
     "redact_exchange",
 ]
 
@@ -156,11 +171,14 @@ _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*)\s+\S")
 class Redactor:
     """Redacts copies of headers, URLs, bodies and exchanges (module docstring).
 
-    Build it once (from a profile's ``redact`` config) and reuse it: every
-    method is a pure function of its arguments and never mutates them.
+    Build it once per recording (from a profile's ``redact`` config): no
+    method mutates its arguments; the only state is :attr:`secrets`, the
+    values it removed so far, which the ``scrub_*`` methods mask wherever
+    they appear again (with the well-known token shapes unless
+    ``keep_secrets``).
     """
 
-    __slots__ = ("keep_secrets", "_headers", "_query", "_fields", "_defaults", "_field_re")
+    __slots__ = ("keep_secrets", "_headers", "_query", "_fields", "_defaults", "_field_re", "secrets", "scrubber")
 
     def __init__(self, config: RedactConfig | None = None) -> None:
         if config is None:
@@ -176,6 +194,8 @@ class Redactor:
         self._query = frozenset(_norm(q) for q in config.query) | names
         self._fields = frozenset(_norm(f) for f in config.fields) | names
         self._field_re = self._fallback_regex()
+        self.secrets = Secrets()
+        self.scrubber = Scrubber(self.secrets, shapes=self._defaults)
 
     @classmethod
     def from_config(cls, config: RedactConfig | None = None, extra: str | Sequence[str] | None = None) -> Redactor:
@@ -218,6 +238,8 @@ class Redactor:
                 continue
             sval = value.decode("latin-1") if isinstance(value, bytes) else str(value)
             new = _redact_header_value(sname.lower(), sval)
+            if new != sval:
+                self.secrets.learn_header(sname, sval)
             out.append((name, new.encode("latin-1") if isinstance(value, bytes) else new))
         return out
 
@@ -238,7 +260,8 @@ class Redactor:
             authority = out[scheme + 3 : authority_end]
             at = authority.rfind("@")
             if at >= 0 and ":" in authority[:at] and (self._defaults or self._query):
-                user = authority[:at].split(":", 1)[0]
+                user, _, password = authority[:at].partition(":")
+                self.secrets.learn(unquote(password))
                 out = out[: scheme + 3] + f"{user}:{_MARK_Q}" + authority[at:] + out[authority_end:]
         q = out.find("?")
         if q < 0:
@@ -265,6 +288,11 @@ class Redactor:
             except Exception:  # noqa: BLE001 - a broken escape is just a name
                 key = name
             if secret(key):
+                try:
+                    self.secrets.learn(unquote_plus(value))
+                except Exception:  # noqa: BLE001, S110 - a broken escape: the raw value
+                    self.secrets.learn(value)
+                self.secrets.learn(value)
                 parts[i] = f"{name}={REDACTED}"
                 changed = True
         return "&".join(parts) if changed else query
@@ -337,6 +365,7 @@ class Redactor:
                     if secret(k):
                         if v is None or v == "" or v == REDACTED:
                             continue
+                        self.secrets.learn_field(k, v)
                         cur[k] = REDACTED
                         changed = True
                     elif isinstance(v, dict | list):
@@ -365,24 +394,182 @@ class Redactor:
                 return m.group(0)
             if not self.field_is_secret(key) or not m.group(3) or m.group(3) == REDACTED.encode():
                 return m.group(0)
+            try:
+                self.secrets.learn(json.loads(b'"' + m.group(3) + b'"'))
+            except ValueError:
+                self.secrets.learn(m.group(3))
             changed = True
             return b'"' + m.group(1) + b'"' + m.group(2) + b'"' + REDACTED.encode() + b'"'
 
         new = regex.sub(sub, body)
         return new if changed else body
 
+    # -- following values (capture/secrets.py) ------------------------------------------------
+
+    def adopt(self, other: Redactor) -> None:
+        """Keep what ``other`` learned (the same recording, new options)."""
+        if other is not self:
+            self.secrets.merge(other.secrets)
+
+    def scrub_text(self, text: str) -> str:
+        """``text`` with learned secrets and token shapes masked (log lines, error texts)."""
+        if not text or not isinstance(text, str):
+            return text
+        try:
+            return self.scrubber.text(text)[0]
+        except Exception:  # noqa: BLE001 - never break capture: fall back to the whole text masked
+            return REDACTED
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        if not data:
+            return data
+        return self.scrubber.data(bytes(data))[0]
+
+    def scrub_frame(self, frame: Frame) -> tuple[Frame, list[dict[str, Any]]]:
+        """The frame with secrets masked in its text, raw bytes, SSE fields and
+        decode error, and where (``field``, byte offset ``at``, ``len``,
+        ``kind``, and the ``stream`` offset when the frame has one).  The
+        same frame object when nothing was found.  Lengths never change."""
+        sc = self.scrubber
+        changes: dict[str, Any] = {}
+        found: list[dict[str, Any]] = []
+        if frame.text:
+            text, spans = sc.text(frame.text)
+            if spans:
+                changes["text"] = text
+                found += [_span_note("text", s, _stream_offset(frame, s.at)) for s in spans]
+        if frame.raw:
+            raw, spans = sc.data(bytes(frame.raw))
+            if spans:
+                changes["raw"] = raw
+                base = frame.start if frame.transport == "sse" and frame.start is not None else None
+                found += [_span_note("raw", s, None if base is None else base + s.at) for s in spans]
+        for name in ("event", "event_id"):
+            value = getattr(frame, name)
+            if value:
+                new, spans = sc.text(value)
+                if spans:
+                    changes[name] = new
+                    found += [_span_note(name, s, None) for s in spans]
+        err = frame.error
+        if err is not None:
+            message, spans = sc.text(err.message)
+            excerpt = sc.excerpt(err.excerpt) if err.excerpt else err.excerpt
+            if spans or excerpt != err.excerpt:
+                changes["error"] = replace(err, message=message, excerpt=excerpt)
+                found += [_span_note("error.message", s, None) for s in spans]
+                if excerpt != err.excerpt:
+                    found.append({"field": "error.excerpt", "kind": "excerpt"})
+        if not changes:
+            return frame, []
+        return replace(frame, **changes), found
+
+    def scrub_fields(self, ex: Exchange, memo: dict[str, Any] | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Mask secrets in an exchange's own fields **in place** (not its frames):
+        URL, every header value, bodies, error, identity, notes.  Returns
+        ``(where, spans)`` per place changed.  ``memo`` (kept by the caller
+        between calls for one exchange) skips bodies already clean."""
+        sc = self.scrubber
+        out: list[tuple[str, list[dict[str, Any]]]] = []
+        gen = self.secrets.generation
+        if ex.url:
+            url, spans = sc.text(ex.url)
+            if spans:
+                ex.url = url
+                out.append(("url", [_span_note("url", s, None) for s in spans]))
+        for side in ("request", "response"):
+            attr = f"{side}_headers"
+            headers = list(getattr(ex, attr) or ())
+            changed = False
+            for i, (k, v) in enumerate(headers):
+                if not isinstance(v, str) or not v:
+                    continue
+                new, spans = sc.text(v)
+                if spans:
+                    headers[i] = (k, new)
+                    changed = True
+                    out.append((f"{side}.header:{str(k).lower()}", [_span_note("value", s, None) for s in spans]))
+            if changed:
+                setattr(ex, attr, headers)
+        for side in ("request", "response"):
+            attr = f"{side}_body"
+            body = getattr(ex, attr)
+            if not body:
+                continue
+            seen = memo.get(attr) if memo is not None else None
+            if seen is not None and seen[0] is body and seen[1] == gen:
+                continue  # this very object was found clean with everything known now
+            new, spans = sc.data(bytes(body))
+            if spans:
+                setattr(ex, attr, new)
+                out.append((f"{side}.body", [_span_note("body", s, s.at) for s in spans]))
+            if memo is not None:
+                memo[attr] = (getattr(ex, attr), gen)  # holds the object: its id cannot be reused
+        if ex.error:
+            error, spans = sc.text(ex.error)
+            if spans:
+                ex.error = error
+                out.append(("error", [_span_note("error", s, None) for s in spans]))
+        for attr in ("session_id", "run_id", "cursor", "target_run_id"):
+            value = getattr(ex, attr)
+            if isinstance(value, str) and value:
+                new, spans = sc.text(value)
+                if spans:
+                    setattr(ex, attr, new)
+                    out.append((attr, [_span_note(attr, s, None) for s in spans]))
+        if ex.notes:
+            notes, n = self._scrub_json(ex.notes)
+            if n:
+                ex.notes.clear()
+                ex.notes.update(notes)
+                out.append(("notes", []))
+        return out
+
+    def _scrub_json(self, value: Any) -> tuple[Any, int]:
+        """A JSON-like value with its strings scrubbed (our own redaction notes skipped)."""
+        if isinstance(value, str):
+            new = self.scrub_text(value)
+            return new, int(new != value)
+        if isinstance(value, dict):
+            out, n = {}, 0
+            for k, v in value.items():
+                if k in _OWN_NOTES:
+                    out[k] = v
+                    continue
+                out[k], m = self._scrub_json(v)
+                n += m
+            return out, n
+        if isinstance(value, list):
+            items = [self._scrub_json(v) for v in value]
+            return [v for v, _ in items], sum(m for _, m in items)
+        return value, 0
+
+    def scrub_exchange(self, ex: Exchange, memo: dict[str, Any] | None = None) -> list[str]:
+        """:meth:`scrub_fields` and :meth:`scrub_frame` on every frame, in place,
+        noted in ``ex.notes`` (:func:`note_scrubbed`).  Returns where."""
+        where = []
+        for place, spans in self.scrub_fields(ex, memo):
+            note_scrubbed(ex.notes, place, spans)
+            where.append(place)
+        if ex.frames:
+            frames = list(ex.frames)
+            for i, f in enumerate(frames):
+                new, spans = self.scrub_frame(f)
+                if new is not f:
+                    frames[i] = new
+                    note_scrubbed(ex.notes, f"frame:{f.index}", spans)
+                    where.append(f"frame:{f.index}")
+            ex.frames = frames
+        return where
+
+    def learn_exchange(self, ex: Exchange) -> None:
+        """Learn the secrets an exchange carries by name, changing nothing (the
+        first pass of an import or export: a value sent later is known earlier)."""
+        self._by_name(ex)
+
     # -- exchanges -------------------------------------------------------------------------
 
-    def redact_exchange(self, ex: Exchange) -> Exchange:
-        """A redacted copy of an exchange (the input is not changed).
-
-        URL, request and response headers and bodies are redacted; so are
-        client-to-server WebSocket messages that are JSON (an auth message is
-        a common first frame) and ``body`` frames (a whole JSON response, the
-        same bytes as the response body).  Streamed server events are left as
-        they are: they are the recording's source of truth.  ``notes["redacted"]`` lists
-        what was redacted (names only, never values).
-        """
+    def _by_name(self, ex: Exchange) -> tuple[Any, ...]:
         where: list[str] = []
         url = self.redact_url(ex.url)
         if url != ex.url:
@@ -419,19 +606,92 @@ class Redactor:
                         end=None if f.start is None else f.start + len(new),
                     )
                     where.append(f"frame:{f.index}")
-        if not where:
-            return replace(ex, frames=list(ex.frames), notes=dict(ex.notes))
-        notes = {**ex.notes, "redacted": where}
-        return replace(
+        return where, url, req_h, resp_h, req_b, resp_b, frames
+
+    def redact_exchange(self, ex: Exchange) -> Exchange:
+        """A redacted copy of an exchange (the input is not changed).
+
+        By name: URL, request and response headers and bodies; client-to-server
+        WebSocket messages that are JSON (an auth message is a common first
+        frame) and ``body`` frames (a whole JSON response, the same bytes as
+        the response body).  Then by value (:meth:`scrub_exchange`): every
+        value learned so far and every well-known token shape is masked
+        everywhere, streamed server events included.  ``notes["redacted"]``
+        lists where (names only, never values); ``notes["scrubbed"]`` the
+        masked spans.
+        """
+        where, url, req_h, resp_h, req_b, resp_b, frames = self._by_name(ex)
+        notes = {k: (list(v) if k in _OWN_NOTES and isinstance(v, list) else v) for k, v in ex.notes.items()}
+        if where:
+            notes["redacted"] = list(where)
+        else:  # nothing by name: the very values (a copy that compares equal)
+            url, req_h, resp_h, req_b, resp_b = ex.url, ex.request_headers, ex.response_headers, ex.request_body, ex.response_body
+        out = replace(
             ex,
             url=url,
             request_headers=req_h,
             response_headers=resp_h,
             request_body=req_b,
             response_body=resp_b,
-            frames=frames if frames is not ex.frames else list(frames),
+            frames=list(frames),
             notes=notes,
         )
+        self.scrub_exchange(out)
+        return out
+
+    def redact_exchanges(self, exchanges: Iterable[Exchange]) -> list[Exchange]:
+        """Redacted copies of a whole recording (import, export): every exchange is
+        learned from first, so a value is masked even before the exchange that sent it."""
+        exs = list(exchanges)
+        for ex in exs:
+            self.learn_exchange(ex)
+        return [self.redact_exchange(ex) for ex in exs]
+
+
+_OWN_NOTES = frozenset({"redacted", "scrubbed", "scrubbed_more"})
+#: Spans noted per exchange at most (the rest are counted in ``scrubbed_more``).
+MAX_NOTED = 100
+
+
+def _span_note(field: str, span: Span, stream: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"field": field, "at": span.at, "len": span.length, "kind": span.kind}
+    if stream is not None:
+        out["stream"] = stream
+    return out
+
+
+def _stream_offset(frame: Frame, at: int) -> int | None:
+    """The stream offset of byte ``at`` of a frame's text (SSE data lines mapped
+    through ``data_offsets``), or None for a frame without offsets (WebSocket)."""
+    if frame.start is None:
+        return None
+    offsets = frame.data_offsets
+    if not offsets:
+        return frame.start + at
+    data = (frame.text or "").encode("utf-8", "surrogatepass")
+    line_start = 0
+    for k, offset in enumerate(offsets):
+        newline = data.find(b"\n", line_start)
+        if newline < 0 or at <= newline or k == len(offsets) - 1:
+            return offset + (at - line_start)
+        line_start = newline + 1
+    return None  # pragma: no cover
+
+
+def note_scrubbed(notes: dict[str, Any], where: str, spans: Iterable[dict[str, Any]] = ()) -> None:
+    """Record in an exchange's notes that ``where`` was redacted (``redacted``)
+    and the masked spans (``scrubbed``, at most :data:`MAX_NOTED`)."""
+    done = notes.setdefault("redacted", [])
+    if where not in done:
+        done.append(where)
+    spans = list(spans)
+    if not spans:
+        return
+    listed = notes.setdefault("scrubbed", [])
+    room = max(0, MAX_NOTED - len(listed))
+    listed.extend({"where": where, **s} for s in spans[:room])
+    if len(spans) > room:
+        notes["scrubbed_more"] = int(notes.get("scrubbed_more", 0)) + len(spans) - room
 
 
 def _redact_header_value(lname: str, value: str) -> str:

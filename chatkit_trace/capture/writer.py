@@ -47,6 +47,7 @@ import sqlite3
 import threading
 import time
 import traceback
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -299,6 +300,7 @@ class Writer(threading.Thread):
         self.recorded_bytes = 0  # the recorded data's size (chatkit_max_db_mb), kept up to date
         self.derive_cost = 0.0  # seconds the last derivation took
         self.stopped = threading.Event()
+        self.scrub_memo: weakref.WeakKeyDictionary[_Flow, dict[str, Any]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ loop side API
 
@@ -361,6 +363,9 @@ class Writer(threading.Thread):
         self._configure(self.config)
 
     def _configure(self, config: WriterConfig) -> None:
+        old = self.config.redactor
+        if config.redactor is not None and old is not None:
+            config.redactor.adopt(old)  # one recording: what was learned stays learned
         self.config = config
         self.limit = max(1, config.queue_limit)
         self.adapter = None
@@ -476,6 +481,7 @@ class Writer(threading.Thread):
         store = self.store
         try:
             self._assign_ready()
+            self._scrub()
             if self.frames:
                 if self.over_cap:
                     self.capped["frames_over_cap"] += len(self.frames)
@@ -499,6 +505,31 @@ class Writer(threading.Thread):
                 pass
             self._internal_error("store", err)
 
+    def _scrub(self) -> None:
+        """Mask learned secrets and token shapes in every frame and exchange row
+        about to be written (capture/secrets.py): nothing unmasked reaches the
+        file, its WAL or free pages.  Lengths are kept; the exchange notes where."""
+        red = self.config.redactor
+        if red is None:
+            return
+        from .redact import note_scrubbed
+
+        frames = self.frames
+        for i, f in enumerate(frames):
+            new, spans = red.scrub_frame(f)
+            if new is f:
+                continue
+            frames[i] = new
+            st = self.flows.get(self.flow_of.get(f.exchange_index, ""))
+            if st is not None:
+                note_scrubbed(st.ex.notes, f"frame:{f.index}", spans)
+                st.dirty = True
+        for st in self.flows.values():
+            if st.dirty:
+                memo = self.scrub_memo.setdefault(st, {})
+                for where, spans in red.scrub_fields(st.ex, memo):
+                    note_scrubbed(st.ex.notes, where, spans)
+
     # ------------------------------------------------------------------ messages
 
     def _handle(self, kind: str, item: tuple[Any, ...]) -> None:
@@ -517,9 +548,12 @@ class Writer(threading.Thread):
         elif kind == "gap":
             self._gap(item)
         elif kind == "err":
-            _, fid, where, message = item
+            _, fid, where, message, *log = item
             st = self.flows.get(fid) if fid else None
-            self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+            if message is not None:
+                self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+            if log and log[0]:
+                self._log(logging.WARNING, log[0])  # the loop's error, masked here (in queue order)
         elif kind == "cfg":
             self._configure(item[1])
         else:
@@ -885,6 +919,12 @@ class Writer(threading.Thread):
         done = red.redact_exchange(probe)
         for where in done.notes.get("redacted", ()):
             _redacted(ex, where)
+        if "scrubbed" in done.notes:
+            from .redact import note_scrubbed
+
+            for span in done.notes["scrubbed"]:
+                where = span.get("where", "")
+                note_scrubbed(ex.notes, where, [{k: v for k, v in span.items() if k != "where"}])
         return list(done.frames)
 
     @staticmethod
@@ -905,6 +945,8 @@ class Writer(threading.Thread):
         if key in self.stored_errors:
             return
         self.stored_errors.add(key)
+        if self.config.redactor is not None:
+            message = self.config.redactor.scrub_text(message)
         try:
             self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
         except Exception:  # noqa: BLE001, S110 - nowhere left to store it
@@ -922,6 +964,8 @@ class Writer(threading.Thread):
                       f"the traffic is not affected: {message}\n{tb}")
 
     def _log(self, level: int, message: str) -> None:
+        if self.config.redactor is not None:
+            message = self.config.redactor.scrub_text(message)
         if self.notify is not None:
             try:
                 self.notify(lambda: logger.log(level, message))

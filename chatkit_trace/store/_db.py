@@ -216,6 +216,10 @@ class TraceStore:
             else:
                 conn = sqlite3.connect(self.path, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
+            if not readonly:
+                # Deleted and overwritten content is zeroed, never left in free pages
+                # (docs/recording.md "Redaction": no residue on disk).
+                conn.execute("PRAGMA secure_delete = ON")
             self.db = Database(conn)
             tables = set(self.db.table_names())
         except sqlite3.DatabaseError as err:
