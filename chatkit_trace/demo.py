@@ -298,7 +298,7 @@ def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoRe
     _note_profile(db, PROTOCOLS[protocol])
     t = time.monotonic()
     # The profile is named: a trace recorded by the proxy may not say it in a form every loader reads.
-    report.check = run_check(str(db), profile=PROTOCOLS[protocol])
+    report.check = run_check(str(db), profile=PROTOCOLS[protocol], store_results=True)  # its own output
     report.timings["check"] = time.monotonic() - t
     return report
 

@@ -63,7 +63,7 @@ from .core import ChatkitTraceError
 from .trace import Exchange, frames_from_body
 from .wire import Frame, frames_from_har, ws_frame
 
-__all__ = ["ImportError_", "ImportResult", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
+__all__ = ["ImportError_", "ImportResult", "identify", "identify_one", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
 Progress = Callable[[int, int], None]
 
@@ -413,7 +413,7 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     """Match, resolve and assign identity to exchanges in request order (in place).
 
     The same steps as the live recorder: :meth:`Profile.match` on the request,
-    ids from the JSON response and the events, then
+    ids from the response and the events, then
     :meth:`IdentityTracker.assign`.  A non-streamed JSON response that is the
     run's output becomes ``body`` frames
     (:func:`~chatkit_trace.capture.output_frames`, the recorder's rule).
@@ -421,21 +421,25 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     tracker = tracker or IdentityTracker()
     out = []
     for ex in sorted(exchanges, key=lambda e: e.index):
-        m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
-        if m is not None:
-            if ex.response_body is not None:
-                m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
-                if ex.transport is None and not ex.frames:
-                    frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
-                    if frames:
-                        ex.frames = frames
-                        ex.transport = "body"
-                        ex.end = ex.end or "complete"
-            m = resolve_from_frames(m, ex.frames)
-            m = tracker.assign(m, ex.index)
-        apply_match(ex, m)
+        identify_one(ex, profile, tracker)
         out.append(ex)
     return out
+
+
+def identify_one(ex: Exchange, profile: Profile, tracker: IdentityTracker) -> None:
+    """:func:`identify` for one exchange (the next one in request order)."""
+    m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
+    if m is not None:
+        m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
+        if ex.response_body is not None and ex.transport is None and not ex.frames:
+            frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
+            if frames:
+                ex.frames = frames
+                ex.transport = "body"
+                ex.end = ex.end or "complete"
+        m = resolve_from_frames(m, ex.frames)
+        m = tracker.assign(m, ex.index)
+    apply_match(ex, m)
 
 
 def import_file(

@@ -25,7 +25,7 @@ from textual.content import Content
 from textual.worker import get_current_worker
 
 from .analysis import AUTO_LIMIT, analyse
-from .data import FindingInfo, RunInfo, TraceData, writable
+from .data import FindingInfo, RunInfo, TraceData
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
 from .render import esc
 
@@ -76,7 +76,7 @@ def open_source(path: str | Path, profile: str | None = None) -> Source:
             profile,
         )
     finally:
-        loaded.close()
+        loaded.close(keep=True)  # an imported or re-classified copy is what the viewer reads
 
 
 def _recorded_profile(path: str | Path) -> str | None:
@@ -230,7 +230,7 @@ class ViewerApp(App[None]):
     def run_analysis(self) -> None:
         worker = get_current_worker()
         path = self.source.path
-        write_back = self.source.kind == "db" and writable(path) and not self.data_looks_live()
+        write_back = False  # the viewer never writes to its input: derived tables go to a side database
         try:
             result = analyse(
                 path,
