@@ -28,11 +28,22 @@ _ID_SEGMENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_.:~-]{6,}$|^\d+$|^[0-9a-f-]{8,}$"
 _VERSION = re.compile(r"^v\d+(\.\d+)?$", re.I)
 
 
+#: Path segments after which the next segment names one item (``/sessions/s1``).
+_COLLECTIONS = frozenset({"sessions", "runs", "threads", "tasks", "users", "apps", "conversations", "chats", "agents",
+                          "messages", "responses", "contexts"})
+
+
 def route_label(method: str, path: str) -> str:
-    """``POST /v1/runs/{id}/events``: a request's method and path with id-like segments replaced."""
-    segs = []
+    """``POST /sessions/{id}/runs``: a request's method and path with ids replaced
+    (id-like segments, and the segment after a collection name)."""
+    segs: list[str] = []
+    prev = ""
     for seg in (path or "/").split("?", 1)[0].split("/"):
-        segs.append("{id}" if seg and not _VERSION.match(seg) and _ID_SEGMENT.match(seg) else seg)
+        is_id = bool(seg) and not _VERSION.match(seg) and (
+            bool(_ID_SEGMENT.match(seg)) or (prev.lower() in _COLLECTIONS and seg.lower() not in _COLLECTIONS)
+        )
+        segs.append("{id}" if is_id else seg)
+        prev = seg
     return f"{method.upper()} {'/'.join(segs) or '/'}"
 
 
