@@ -88,6 +88,8 @@ class ImportResult:
     runs: int = 0
     redacted: int = 0
     notes: list[str] = field(default_factory=list)
+    #: what streamed traffic the profile did not match looks like (capture.detect)
+    unmatched: str | None = None
 
     def summary(self) -> str:
         return (
@@ -501,6 +503,12 @@ def import_file(
     store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
     store.set_meta("redaction", "off" if redactor.keep_secrets and not extra_redact else "on")
     store.commit()
+    streamed = [e for e in exchanges if e.capability is None and (e.frames or e.transport in ("sse", "ndjson", "ws"))]
+    if streamed:
+        from .capture.detect import describe_routes, guess_profile, unmatched_hint
+
+        guess = guess_profile(streamed, exclude=profile.name)
+        result.unmatched = unmatched_hint(profile.name, describe_routes(streamed), guess) + " (kept, not decoded)"
     stored_exchanges = list(store.exchanges(with_frames=True))
     rep = replay(stored_exchanges, adapter, capabilities=profile.capabilities)
     write_replay(store, rep)
@@ -624,6 +632,9 @@ def run(args: argparse.Namespace) -> int:
             except Exception:  # noqa: BLE001
                 pass
         _remove(tmp)
+    if result.unmatched:
+        # Kept, and decoded later with --profile: the sentence check would say.
+        print(f"chatkit-trace import: note: {result.unmatched}", file=sys.stderr)
     if not args.quiet:
         print(result.summary() + f" -> {out}")
         for note in result.notes[:5]:
