@@ -386,7 +386,9 @@ def sniff_format(path: str | Path) -> str:
         return "flows"
     if stripped[:1] == b"[":
         raise ImportError_(f"{path}: JSON, but not a HAR file (a HAR file is an object with log.entries)")
-    raise ImportError_(f"{path}: neither a HAR file (JSON) nor a mitmproxy flow file (mitmdump -w)")
+    if head.startswith(b"SQLite format 3\x00"):
+        raise ImportError_(f"{path}: a SQLite database, not a HAR or flow file (a trace is read by check/view as it is)")
+    raise ImportError_(f"{path}: not a HAR or flow file (neither HAR JSON nor a mitmproxy flow file from mitmdump -w)")
 
 
 def read_exchanges(path: str | Path, fmt: str = "auto") -> tuple[str, list[Exchange]]:
@@ -573,6 +575,11 @@ def run(args: argparse.Namespace) -> int:
         raise _usage(f"{src}: no such file")
     if src.is_dir():
         raise _usage(f"{src}: is a directory, not a HAR or flow file")
+    if args.format == "auto":
+        try:
+            sniff_format(src)  # what the input is comes first: notsqlite.db is not a HAR or flow file
+        except ImportError_ as err:
+            raise _usage(str(err)) from None
     out = Path(args.output) if args.output else src.with_suffix(".db")
     if out.resolve() == src.resolve():
         raise _usage(f"{out}: the output would overwrite the input; choose another -o")

@@ -137,3 +137,25 @@ def test_a_trace_recorded_without_a_profile_names_the_one_it_looks_like(tmp_path
     proc = cli("check", str(db))
     assert proc.returncode == 2
     assert "POST /v1/chat/completions (1 exchange, 2 frames) was recorded without a profile; it looks like openai" in proc.stderr
+
+
+async def test_the_product_card_command_records_from_a_checkout(server, tmp_path, procs):
+    """``mitmdump -s chatkit_trace.addon`` exactly as written, from the repository root."""
+    from .backend import free_port
+    from .proxy import MITMDUMP, REPO, Proc
+
+    db = tmp_path / "trace.db"
+    port = free_port()
+    argv = [MITMDUMP, "-s", "chatkit_trace.addon", "--mode", f"reverse:{server.url}", "--listen-host", "127.0.0.1",
+            "-p", str(port), "--set", "chatkit_profile=myproto", "--set", f"chatkit_db={db}"]
+    p = Proc(argv, port=port)  # cwd: the repository root
+    procs.append(p)
+    assert Path(p.proc.args[2]).name == "chatkit_trace.addon" and (REPO / "chatkit_trace.addon").is_file()
+    p.wait_ready()
+    await fetch("POST", f"http://127.0.0.1:{port}/sessions/s1/runs?n=4", json={"runId": "card1", "text": "hi"})
+    assert p.wait_for("run card1: completed", timeout=15), p.output
+    with stopped_store(p, db) as store:
+        [ex] = list(store.exchanges())
+        assert (ex.capability, ex.session_id, ex.run_id) == ("run", "s1", "card1")
+        assert len(store.frames(ex.index)) == 4
+    assert "No such script" not in p.output
