@@ -69,6 +69,15 @@ def _unavailable(name: str, err: ImportError):  # type: ignore[no-untyped-def]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; Ctrl-C at any point after it starts (importing the
+    commands takes a while) is exit 130 without a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if not getattr(args, "command", None):
@@ -84,8 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
         print(f"chatkit-trace {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         return 0
 
