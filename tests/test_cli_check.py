@@ -117,7 +117,7 @@ def test_runs_and_diff(tmp_path, capsys):
     path = trace_from_case(tmp_path, "CK201")
     assert main(["runs", str(path), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "connected",
+    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "closed",
                      "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
     assert main(["diff", str(path)]) == 0
     out = capsys.readouterr().out
@@ -142,3 +142,16 @@ def test_a_trace_without_traffic_is_nothing_recorded_exit_2(tmp_path):
     TraceStore(path, create=True).close()
     proc = cli("check", str(path))
     assert proc.returncode == 2 and "nothing recorded" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("protocol", ["adk", "a2a", "hermes", "openai"])
+def test_the_connection_column_means_the_same_for_every_protocol(protocol, capsys):
+    """How the run's last stream ended: a run whose stream ended cleanly is
+    'closed' whatever the protocol (OpenAI said disconnected, A2A/Hermes connected)."""
+    from chatkit_trace.trace import STREAM_STATES
+
+    trace = Path(__file__).resolve().parents[1] / "recordings" / "traces" / f"{protocol}.db"
+    assert main(["runs", str(trace), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["connection"] for r in rows} <= set(STREAM_STATES)
+    assert {r["connection"] for r in rows if r["status"] in ("completed", "failed")} == {"closed"}

@@ -281,3 +281,20 @@ def test_in_a_terminal_the_demo_opens_the_viewer_and_returns_when_it_closes(tmp_
         assert quit_sent, text[-2000:]
     assert proc.returncode == 0, text[-2000:]
     assert not _processes_naming(str(db))
+
+
+def test_the_demo_points_the_viewer_at_the_first_run_with_a_finding(demo):
+    db, proc, _ = demo
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("look at it:")]
+    words = line.split()
+    session, run = words[words.index("--session") + 1], words[words.index("--run") + 1]
+    check = subprocess.run(
+        [sys.executable, "-m", "chatkit_trace.cli", "check", str(db), "--format", "json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    findings = json.loads(check.stdout)["findings"]
+    bad = [(f["session_id"], f["run_id"]) for f in findings if f["severity"] in ("error", "warning") and f["run_id"]]
+    assert (session, run) in bad
+    order = [s.id for s in DEMO_SESSIONS]
+    assert order.index(session) == min(order.index(s) for s, _ in bad)  # the first bug, not the clean session
+    assert session != order[0]

@@ -423,3 +423,20 @@ async def test_rows_show_facts_from_the_replay_before_analysis(tmp_path):
         await pilot.press("down", "down", "down")
         await ready(pilot)
         assert [c[0] for c in view.row_cells(2)[2]] == ["message ✓"]
+
+
+@pytest.mark.parametrize("modal", ["e", "question_mark"])
+async def test_q_quits_while_a_modal_is_open(traces, tmp_path, modal):
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    app = ViewerApp(traces("CK101-direct", check=True), poll=0, session="s1", run="r1", export_dir=exports)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+        await ready(pilot)
+        await pilot.press(modal)
+        assert isinstance(app.screen, (ExportScreen, HelpScreen))
+        assert app.return_code is None
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0  # the app is exiting
+    assert not list(exports.iterdir())  # quitting the export modal writes nothing
