@@ -155,3 +155,48 @@ def test_the_connection_column_means_the_same_for_every_protocol(protocol, capsy
     rows = json.loads(capsys.readouterr().out)
     assert rows and {r["connection"] for r in rows} <= set(STREAM_STATES)
     assert {r["connection"] for r in rows if r["status"] in ("completed", "failed")} == {"closed"}
+
+
+def _text(*args: str, columns: int | None) -> str:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    proc = subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout
+
+
+def test_text_wraps_at_the_terminal_width_with_a_hanging_indent():
+    trace = str(Path(__file__).resolve().parents[1] / "recordings" / "traces" / "hermes.db")
+    narrow = _text(trace, columns=90).splitlines()
+    assert max(len(line) for line in narrow) <= 90
+    findings = [i for i, line in enumerate(narrow) if line.startswith("  ") and line.split()[0] in ("error", "warning", "info")]
+    assert findings
+    continued = 0
+    for i in findings:
+        indent = narrow[i].index("(")  # the message column: after "  error   CK201 "
+        j = i + 1
+        while j < len(narrow) and narrow[j].startswith(" " * indent) and narrow[j].strip():
+            assert not narrow[j][indent].isspace()  # hanging indent, aligned under the message
+            continued += 1
+            j += 1
+    assert continued > 0
+    wide = _text(trace, columns=160).splitlines()
+    assert 110 < max(len(line) for line in wide) <= 160  # the terminal's width, not a fixed 110
+    assert "trace-wide (protocol and route limits)" in wide and not any("session -" in line for line in wide)
+    unwrapped = _text(trace, columns=None).splitlines()  # a pipe: one line per finding
+    assert len(unwrapped) < len(narrow)
+
+
+def test_a_frame_is_named_once():
+    fixture = Path(__file__).resolve().parents[1] / "recordings" / "fixtures" / "myproto" / "resume-shuffle.chatkit.json"
+    proc = subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", str(fixture), "--format", "json"],
+                          capture_output=True, text=True, timeout=120)
+    findings = json.loads(proc.stdout)["findings"]
+    assert findings and all(len(f["frames"]) == len(set(f["frames"])) for f in findings)
+    assert [f["frames"] for f in findings if f["code"] == "CK404"] == [["30:0"]]
+    text = _text(str(fixture), columns=None)
+    assert "frames 30:0" in text and "30:0, 30:0" not in text
