@@ -46,6 +46,16 @@ class Source:
     kind: str = "db"
     #: the --profile to pass when the trace is opened again (the user's, or the recorded one)
     open_profile: str | None = None
+    #: ``path`` is a temporary database (an import, a re-classified copy): removed by :meth:`discard`
+    temporary: bool = False
+
+    def discard(self) -> None:
+        """Remove a temporary database once the viewer is done with it."""
+        if not self.temporary:
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                Path(self.path + suffix).unlink()
 
 
 def open_source(path: str | Path, profile: str | None = None) -> Source:
@@ -74,6 +84,7 @@ def open_source(path: str | Path, profile: str | None = None) -> Source:
             loaded.profile,
             loaded.kind,
             profile,
+            loaded.temporary and loaded.kind != "fixture",  # fixtures' folders are removed at exit
         )
     finally:
         loaded.close(keep=True)  # an imported or re-classified copy is what the viewer reads
