@@ -197,12 +197,26 @@ def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
     return {"exchanges": len(rows), "matched": matched}
 
 
-def _same_profile(profile: Any, meta: dict[str, Any]) -> bool:
-    """The trace was classified with exactly this profile (nothing to redo)."""
+def _needs_reclassify(profile: Any, store: TraceStore) -> bool:
+    """Whether ``profile`` would classify the trace differently from how it is.
+
+    Not when the trace was classified with exactly this profile (its stored
+    spec, or its name for a trace written before specs were stored), nor when
+    its exchanges were classified by something that names no profile at all (a
+    fixture, a test's hand-made trace): that classification is kept and
+    ``profile`` only picks the adapter.  A recording made without a profile
+    has no classified exchange, so it is re-classified."""
+    meta = store.meta()
     spec = meta.get("profile_spec")
     if isinstance(spec, dict):
-        return spec == profile.model_dump(mode="json", by_alias=True)
-    return False
+        return spec != profile.model_dump(mode="json", by_alias=True)
+    recordings = meta.get("recordings")
+    last = recordings[-1] if isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict) else {}
+    name = meta.get("profile") or last.get("profile")
+    if name:
+        return name != profile.name
+    classified = store.db.execute("SELECT 1 FROM exchanges WHERE capability IS NOT NULL LIMIT 1").fetchone()
+    return classified is None
 
 
 def open_trace(path: str | Path, *, profile: str | None = None, writable: bool = False) -> LoadedTrace:
@@ -243,7 +257,7 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
     temporary = reclassified = False
     try:
         route_profile = _route_profile(profile)
-        if route_profile is not None and not _same_profile(route_profile, store.meta()):
+        if route_profile is not None and _needs_reclassify(route_profile, store):
             if not writable:
                 copy = _copy(store)
                 store.close()
