@@ -1,7 +1,14 @@
 """``chatkit-trace check``: findings for CI (the codes: docs/rules.md#finding-codes).
 
 Exit codes: 0 no finding at or above ``--fail-on``; 1 there is one; 2 usage
-or input error (one clear line, no traceback).
+or input error, or nothing to judge (one clear line, no traceback).
+
+A gate that cannot go green by mistake: a trace with no traffic, or whose
+traffic the profile did not match (or matched, but its adapter understood
+none of it) is exit 2 with one sentence naming the unmatched routes and the
+preset they look like (:mod:`chatkit_trace.capture.detect`), never "no
+findings".  ``check`` never writes to its input (``redecode`` stores the
+derived tables).
 """
 
 from __future__ import annotations
@@ -18,7 +25,17 @@ from typing import Any
 from .analyze import CATALOGUE, SEVERITIES, Finding, Options, analyze_store, severity_rank
 from .cli import UsageError
 
-__all__ = ["add_parser", "run", "run_check", "render_text", "render_json", "render_junit", "select_findings", "CheckResult"]
+__all__ = [
+    "add_parser",
+    "run",
+    "run_check",
+    "render_text",
+    "render_json",
+    "render_junit",
+    "select_findings",
+    "CheckResult",
+    "NothingToJudge",
+]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,7 +56,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--first-event", type=float, default=Options.first_event, metavar="SECONDS", help="CK601 threshold")
     p.add_argument("--stall", type=float, default=Options.stall, metavar="SECONDS", help="CK602 threshold")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    p.add_argument("--no-store", action="store_true", help="do not write facts and findings back into the trace")
+    p.add_argument("--no-store", action="store_true", help="accepted for compatibility: check never writes to its input "
+                   "(chatkit-trace redecode stores facts and findings in the trace)")
     p.add_argument("--explain", metavar="CODE", help="print what a finding code (or rule number) means, with a worked "
                    "example, and exit (the same as `chatkit-trace explain CODE`; TRACE is not read)")
     p.set_defaults(run=run)
@@ -66,13 +84,21 @@ def select_findings(findings: Iterable[Finding], select: Sequence[str] = (), ign
     return out
 
 
+class NothingToJudge(UsageError):
+    """The trace holds nothing the profile's adapter could judge: exit 2, never a pass."""
+
+
 class CheckResult:
-    def __init__(self, findings: list[Finding], baselined: int, trace: str, frames: int, facts: int) -> None:
+    def __init__(
+        self, findings: list[Finding], baselined: int, trace: str, frames: int, facts: int, notes: list[str] | None = None
+    ) -> None:
         self.findings = findings
         self.baselined = baselined
         self.trace = trace
         self.frames = frames
         self.facts = facts
+        #: what was not judged (streamed exchanges no route matched), for stderr
+        self.notes = notes or []
 
     def summary(self) -> dict[str, Any]:
         counts = Counter(f.severity for f in self.findings)
@@ -111,13 +137,27 @@ def run_check(
     *,
     profile: str | None = None,
     options: Options | None = None,
-    store_results: bool = True,
+    store_results: bool = False,
     show_progress: bool = False,
 ) -> CheckResult:
-    """Replay and analyze a trace; optionally write the derived tables and findings back."""
-    from .loading import open_trace
+    """Replay and analyze a trace.
 
-    loaded = open_trace(path, profile=profile, writable=store_results)
+    Raises :class:`NothingToJudge` when the trace has no traffic or none the
+    profile's adapter understood.  ``store_results`` (``redecode``) writes
+    the derived tables and findings back into a trace database (re-classified
+    in place when ``profile`` is a route profile); otherwise nothing is
+    written to the input.
+    """
+    from .loading import TraceInputError, open_trace
+
+    try:
+        loaded = open_trace(path, profile=profile, writable=store_results)
+    except TraceInputError as err:
+        # A recording made without a profile: say what its traffic looks like.
+        hint = _no_profile_hint(path) if profile is None and "does not say which protocol" in str(err) else None
+        if hint is None:
+            raise
+        raise NothingToJudge(hint) from None
     try:
         write = store_results and loaded.kind == "db" and not loaded.store.readonly
         total = loaded.store.db.execute("SELECT COUNT(DISTINCT session_id) FROM exchanges WHERE capability IS NOT NULL").fetchone()[0]
@@ -125,6 +165,9 @@ def run_check(
             findings, counts = analyze_store(
                 loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, write=write, on_session=tick
             )
+        if not counts["understood"]:
+            raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
+        notes = _unmatched_notes(loaded)
         if write:
             write_findings(loaded.store, findings)
             # An empty findings table then means "clean", not "never checked".
@@ -134,9 +177,68 @@ def run_check(
 
             loaded.store.set_meta("analysed", {"at": time.time(), "chatkit_trace_version": __version__, "findings": len(findings)})
             loaded.store.commit()
-        return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"])
+        return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"], notes)
     finally:
         loaded.close()
+
+
+def _streamed(ex: Any) -> bool:
+    return bool(ex.frames) or ex.transport in ("sse", "ndjson", "ws", "body")
+
+
+def _nothing_to_judge(trace: str, loaded: Any, counts: dict[str, int]) -> str:
+    """The one sentence for a trace with nothing to judge (see the module docstring)."""
+    from .capture.detect import describe_routes, guess_profile, unmatched_hint
+
+    store = loaded.store
+    if not store.exchange_count():
+        return f"{trace}: nothing recorded (no exchanges): nothing to judge"
+    exchanges = list(store.exchanges(with_frames=True))
+    name = loaded.profile
+    if not counts["matched"]:
+        unmatched = [e for e in exchanges if e.capability is None]
+        shown = [e for e in unmatched if _streamed(e)] or unmatched
+        guess = guess_profile(unmatched, exclude=name)
+        return f"{trace}: nothing to judge: " + unmatched_hint(name, describe_routes(shown), guess)
+    matched = [e for e in exchanges if e.capability is not None]
+    guess = guess_profile(exchanges, exclude=name)
+    routes = describe_routes([e for e in matched if _streamed(e)] or matched)
+    return f"{trace}: nothing to judge: " + unmatched_hint(name, routes, guess, not_understood=True)
+
+
+def _unmatched_notes(loaded: Any) -> list[str]:
+    """A note for streamed exchanges no route matched, when others were judged."""
+    from .capture.detect import describe_routes, guess_profile, unmatched_hint
+
+    rows = list(loaded.store.exchanges(with_frames=False, where="capability IS NULL"))
+    streamed = [e for e in rows if e.transport in ("sse", "ndjson", "ws", "body")]
+    if not streamed:
+        return []
+    for e in streamed:
+        e.frames = loaded.store.frames(e.index, limit=64)
+    guess = guess_profile(streamed, exclude=loaded.profile)
+    return [unmatched_hint(loaded.profile, describe_routes(streamed), guess) + " (not judged)"]
+
+
+def _no_profile_hint(path: str) -> str | None:
+    """For a trace recorded without a profile: what its traffic looks like."""
+    from pathlib import Path
+
+    from .capture.detect import describe_routes, guess_profile, unmatched_hint
+    from .loading import kind_of
+    from .store import TraceStore
+
+    if kind_of(Path(path)) != "db":
+        return None
+    try:
+        with TraceStore(path, readonly=True) as store:
+            exchanges = list(store.exchanges(with_frames=True))
+    except Exception:  # noqa: BLE001 - the original error says it
+        return None
+    if not exchanges:
+        return f"{path}: nothing recorded (no exchanges): nothing to judge"
+    shown = [e for e in exchanges if _streamed(e)] or exchanges
+    return f"{path}: nothing to judge: " + unmatched_hint(None, describe_routes(shown), guess_profile(exchanges))
 
 
 class _session_progress:
@@ -187,32 +289,78 @@ def write_findings(store: Any, findings: Sequence[Finding]) -> None:
 # ------------------------------------------------------------------ rendering
 
 
-def _grouped(findings: Sequence[Finding]) -> list[tuple[tuple[str, str], list[Finding]]]:
-    groups: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+def _grouped(findings: Sequence[Finding]) -> list[tuple[tuple[str | None, str | None], list[Finding]]]:
+    groups: dict[tuple[str | None, str | None], list[Finding]] = defaultdict(list)
     for f in findings:
-        groups[(f.session_id or "-", f.run_id or "-")].append(f)
-    ordered = sorted(groups.items(), key=lambda kv: (min(severity_rank(f.severity) for f in kv[1]), kv[0]))
+        groups[(f.session_id, f.run_id)].append(f)
+    ordered = sorted(  # runs and sessions by their worst finding; trace-wide limits last
+        groups.items(),
+        key=lambda kv: (kv[0] == (None, None), min(severity_rank(f.severity) for f in kv[1]), kv[0][0] or "", kv[0][1] or ""),
+    )
     return [(k, sorted(v, key=lambda f: (severity_rank(f.severity), f.code))) for k, v in ordered]
 
 
-def render_text(result: CheckResult, *, color: bool = False) -> str:
+def _heading(session: str | None, run_id: str | None) -> str:
+    if session is None and run_id is None:
+        return "trace-wide (protocol and route limits)"
+    if run_id is None:
+        return f"session {session} (session-wide)"
+    if session is None:
+        return f"run {run_id}"
+    return f"session {session}  run {run_id}"
+
+
+def _frames_text(frames: Sequence[str]) -> str:
+    shown = list(dict.fromkeys(frames))
+    more = len(shown) - 3
+    return ", ".join(shown[:3]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _width(color: bool) -> int | None:
+    """The terminal's width when writing to one (``COLUMNS`` wins); None: do not wrap."""
+    import os
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return max(40, int(os.environ["COLUMNS"]))
+    if not color:
+        return None
+    columns = shutil.get_terminal_size((0, 0)).columns
+    return max(40, columns) if columns else None
+
+
+def render_text(result: CheckResult, *, color: bool = False, width: int | None = None) -> str:
+    """Findings grouped by session and run, one per entry; a finding that does
+    not fit the width wraps with a hanging indent under its message.  ``frames
+    E:F`` names a stored frame: exchange ``E`` (the recording's request
+    number, from 0), frame ``F`` of its response (a bare ``E`` is the
+    exchange itself: a history body, a stop request)."""
     from rich.console import Console
     from rich.markup import escape  # recorded text (ids, quoted messages) is never markup
+    from rich.table import Table
+    from rich.text import Text
 
-    console = Console(record=True, width=110, color_system="standard" if color else None, force_terminal=color, file=_Null())
+    width = width if width is not None else _width(color)
+    console = Console(
+        record=True, width=width or 100_000, color_system="standard" if color else None, force_terminal=color, file=_Null()
+    )
     styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
     if not result.findings:
         console.print(f"[green]No findings[/green] in {escape(str(result.trace))} ({result.frames} frames, {result.facts} facts).")
     for (session, run_id), items in _grouped(result.findings):
-        console.print(f"[bold]session {escape(str(session))}  run {escape(str(run_id))}[/bold]")
+        console.print(Text(_heading(session, run_id), style="bold"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)  # "  error   CK101"
+        grid.add_column(overflow="fold")
         for f in items:
-            frames = ", ".join(f.frames[:3]) + (" ..." if len(f.frames) > 3 else "")
-            console.print(
-                f"  [{styles[f.severity]}]{f.severity:<7}[/{styles[f.severity]}] [bold]{f.code}[/bold] "
-                f"({f.rule}) {escape(f.message)}  [dim]frames {escape(frames)}[/dim]",
-                highlight=False,
-                soft_wrap=False,
-            )
+            left = Text("  ")
+            left.append(f"{f.severity:<7}", style=styles[f.severity])
+            left.append(" ")
+            left.append(f.code, style="bold")
+            right = Text(f"({f.rule}) {f.message}  ")
+            right.append(f"frames {_frames_text(f.frames)}", style="dim")
+            grid.add_row(left, right)
+        console.print(grid)
     s = result.summary()
     tail = f"{s['total']} finding(s): {s['error']} error, {s['warning']} warning, {s['info']} info"
     if result.baselined:
@@ -220,8 +368,9 @@ def render_text(result: CheckResult, *, color: bool = False) -> str:
     console.print(tail)
     if result.findings:
         code = min(result.findings, key=lambda f: (severity_rank(f.severity), f.code)).code
-        console.print(f"[dim]explain a code and its rules: chatkit-trace explain {code}  (docs/rules.md#{code.lower()})[/dim]", highlight=False)
-    return console.export_text(styles=color).rstrip("\n")
+        console.print(Text(f"explain a code and its rules: chatkit-trace explain {code}  (docs/rules.md#{code.lower()})", style="dim"))
+    text = console.export_text(styles=color)
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
 
 
 class _Null:
@@ -236,13 +385,21 @@ def render_json(result: CheckResult) -> str:
     return json.dumps({"findings": [f.to_json() for f in result.findings], "summary": result.summary()}, indent=2, default=str)
 
 
-def render_junit(result: CheckResult) -> str:
-    """JUnit XML: each finding is a failed test case (CI systems list them)."""
+def _fails(f: Finding, fail_on: str) -> bool:
+    return fail_on != "never" and severity_rank(f.severity) <= severity_rank(fail_on)
+
+
+def render_junit(result: CheckResult, fail_on: str = "error") -> str:
+    """JUnit XML, one test case per finding: a finding at or above
+    ``fail_on`` is a failure (what fails the gate); the others are passed
+    test cases with their text in ``system-out``, so CI lists them without
+    turning the build red."""
+    failures = [f for f in result.findings if _fails(f, fail_on)]
     suite = ET.Element(
         "testsuite",
         name="chatkit-trace",
         tests=str(max(1, len(result.findings))),
-        failures=str(len(result.findings)),
+        failures=str(len(failures)),
         errors="0",
         skipped="0",
     )
@@ -255,10 +412,15 @@ def render_junit(result: CheckResult) -> str:
             classname=f"chatkit-trace.{f.session_id or 'trace'}.{f.run_id or '-'}",
             name=f"{f.code} {CATALOGUE[f.code].title} [{f.fingerprint}]",
         )
-        failure = ET.SubElement(case, "failure", message=f.message, type=f"{f.code} {f.severity}")
-        failure.text = f"{f.code} ({f.rule}) {f.severity}: {f.message}\nframes: {', '.join(f.frames)}\n" + json.dumps(
+        text = f"{f.code} ({f.rule}) {f.severity}: {f.message}\nframes: {', '.join(f.frames)}\n" + json.dumps(
             f.detail, indent=2, default=str
         )
+        if _fails(f, fail_on):
+            failure = ET.SubElement(case, "failure", message=f.message, type=f"{f.code} {f.severity}")
+            failure.text = text
+        else:
+            out = ET.SubElement(case, "system-out")
+            out.text = f"below --fail-on {fail_on}: " + text
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
@@ -282,9 +444,10 @@ def run(args: argparse.Namespace) -> int:
         args.trace,
         profile=args.profile,
         options=Options(first_event=args.first_event, stall=args.stall),
-        store_results=not args.no_store,
         show_progress=sys.stderr.isatty(),
     )
+    for note in result.notes:
+        print(f"chatkit-trace check: note: {note}", file=sys.stderr)
     findings = select_findings(result.findings, select, ignore)
     if args.write_baseline:
         Path(args.write_baseline).write_text(
@@ -300,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":
-        text = render_junit(result)
+        text = render_junit(result, args.fail_on)
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
     if args.output:

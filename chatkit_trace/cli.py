@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.set_defaults(run=_unavailable(name, err))
             continue
         mod.add_parser(sub)
+    #: command -> its parser, so a command's mistakes show that command's usage
+    parser.commands = dict(sub.choices)  # type: ignore[attr-defined]
     return parser
 
 
@@ -69,18 +71,30 @@ def _unavailable(name: str, err: ImportError):  # type: ignore[no-untyped-def]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; Ctrl-C at any point after it starts (importing the
+    commands takes a while) is exit 130 without a traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.print_help()  # asked for nothing: the help is the answer
+        return 0
+    if extra:
+        # The command's own usage, not the top level's (argparse reports these at the top).
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")  # type: ignore[attr-defined]
     try:
         return int(args.run(args) or 0)
     except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
         print(f"chatkit-trace {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
     except BrokenPipeError:
         return 0
 

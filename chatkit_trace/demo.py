@@ -15,7 +15,7 @@
    prints the findings, then which findings each session was expected to
    produce and whether it did;
 5. opens the viewer on the trace when run in a terminal (``--no-view`` for
-   scripts and CI).
+   scripts and CI), on the first run with an error or warning finding.
 
 Every process it starts is stopped on the way out, also on Ctrl-C and on
 errors.  Exit code 0 when every session produced exactly its expected
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROTOCOLS", "DemoReport", "RecordingProxy", "add_parser", "play", "run"]
+__all__ = ["PROTOCOLS", "DemoReport", "RecordingProxy", "add_parser", "first_finding_run", "play", "run"]
 
 #: protocols the demo backend speaks -> the route profile that records it.
 PROTOCOLS: dict[str, str] = {"myproto": "myproto"}
@@ -298,7 +298,7 @@ def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoRe
     _note_profile(db, PROTOCOLS[protocol])
     t = time.monotonic()
     # The profile is named: a trace recorded by the proxy may not say it in a form every loader reads.
-    report.check = run_check(str(db), profile=PROTOCOLS[protocol])
+    report.check = run_check(str(db), profile=PROTOCOLS[protocol], store_results=True)  # its own output
     report.timings["check"] = time.monotonic() - t
     return report
 
@@ -410,15 +410,33 @@ def run(args: argparse.Namespace) -> int:
             "some sessions did not produce the findings they should (MISMATCH above)",
             file=sys.stderr,
         )
+    first = first_finding_run(report)
+    at = ["--session", first[0], "--run", first[1]] if first else []
     if not args.no_view and sys.stdin.isatty() and sys.stdout.isatty():
         why = _viewer_available()
         if why is None:
-            main(["view", str(db), "--profile", PROTOCOLS[args.protocol]])
+            # Open on the first run that shows a bug, not on the clean one before it.
+            main(["view", str(db), "--profile", PROTOCOLS[args.protocol], *at])
         else:
             print(f"not opening the viewer: {why}")
     else:
         why = _viewer_available()
         print(f"check it again: chatkit-trace check {db}")
         if why is None:
-            print(f"look at it:     chatkit-trace view {db}")
+            print(f"look at it:     chatkit-trace view {db}" + "".join(f" {a}" for a in at))
     return 0 if report.all_ok else 1
+
+
+def first_finding_run(report: DemoReport) -> tuple[str, str] | None:
+    """The first run, in the order the demo played its sessions, with an error or
+    warning finding: where the viewer opens."""
+    order = {o.session_id: i for i, o in enumerate(report.outcomes)}
+    runs = [
+        (order.get(f.session_id or "", len(order)), f.session_id, f.run_id)
+        for f in report.check.findings
+        if f.session_id and f.run_id and f.severity in ("error", "warning")
+    ]
+    if not runs:
+        return None
+    _, session, run = min(runs, key=lambda r: (r[0], str(r[1]), str(r[2])))
+    return session, run

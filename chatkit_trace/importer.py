@@ -63,7 +63,7 @@ from .core import ChatkitTraceError
 from .trace import Exchange, frames_from_body
 from .wire import Frame, frames_from_har, ws_frame
 
-__all__ = ["ImportError_", "ImportResult", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
+__all__ = ["ImportError_", "ImportResult", "identify", "identify_one", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
 Progress = Callable[[int, int], None]
 
@@ -88,6 +88,8 @@ class ImportResult:
     runs: int = 0
     redacted: int = 0
     notes: list[str] = field(default_factory=list)
+    #: what streamed traffic the profile did not match looks like (capture.detect)
+    unmatched: str | None = None
 
     def summary(self) -> str:
         return (
@@ -384,7 +386,9 @@ def sniff_format(path: str | Path) -> str:
         return "flows"
     if stripped[:1] == b"[":
         raise ImportError_(f"{path}: JSON, but not a HAR file (a HAR file is an object with log.entries)")
-    raise ImportError_(f"{path}: neither a HAR file (JSON) nor a mitmproxy flow file (mitmdump -w)")
+    if head.startswith(b"SQLite format 3\x00"):
+        raise ImportError_(f"{path}: a SQLite database, not a HAR or flow file (a trace is read by check/view as it is)")
+    raise ImportError_(f"{path}: not a HAR or flow file (neither HAR JSON nor a mitmproxy flow file from mitmdump -w)")
 
 
 def read_exchanges(path: str | Path, fmt: str = "auto") -> tuple[str, list[Exchange]]:
@@ -413,7 +417,7 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     """Match, resolve and assign identity to exchanges in request order (in place).
 
     The same steps as the live recorder: :meth:`Profile.match` on the request,
-    ids from the JSON response and the events, then
+    ids from the response and the events, then
     :meth:`IdentityTracker.assign`.  A non-streamed JSON response that is the
     run's output becomes ``body`` frames
     (:func:`~chatkit_trace.capture.output_frames`, the recorder's rule).
@@ -421,23 +425,27 @@ def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityT
     tracker = tracker or IdentityTracker()
     out = []
     for ex in sorted(exchanges, key=lambda e: e.index):
-        m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
-        if m is not None and m.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
-            m = None  # a route for event streams only, as the recorder decides
-        if m is not None:
-            if ex.response_body is not None:
-                m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
-                if ex.transport is None and not ex.frames:
-                    frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
-                    if frames:
-                        ex.frames = frames
-                        ex.transport = "body"
-                        ex.end = ex.end or "complete"
-            m = resolve_from_frames(m, ex.frames)
-            m = tracker.assign(m, ex.index)
-        apply_match(ex, m)
+        identify_one(ex, profile, tracker)
         out.append(ex)
     return out
+
+
+def identify_one(ex: Exchange, profile: Profile, tracker: IdentityTracker) -> None:
+    """:func:`identify` for one exchange (the next one in request order)."""
+    m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
+    if m is not None and m.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
+        m = None  # a route for event streams only, as the recorder decides
+    if m is not None:
+        m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
+        if ex.response_body is not None and ex.transport is None and not ex.frames:
+            frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
+            if frames:
+                ex.frames = frames
+                ex.transport = "body"
+                ex.end = ex.end or "complete"
+        m = resolve_from_frames(m, ex.frames)
+        m = tracker.assign(m, ex.index)
+    apply_match(ex, m)
 
 
 def import_file(
@@ -501,6 +509,12 @@ def import_file(
     store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
     store.set_meta("redaction", "off" if redactor.keep_secrets and not extra_redact else "on")
     store.commit()
+    streamed = [e for e in exchanges if e.capability is None and (e.frames or e.transport in ("sse", "ndjson", "ws"))]
+    if streamed:
+        from .capture.detect import describe_routes, guess_profile, unmatched_hint
+
+        guess = guess_profile(streamed, exclude=profile.name)
+        result.unmatched = unmatched_hint(profile.name, describe_routes(streamed), guess) + " (kept, not decoded)"
     stored_exchanges = list(store.exchanges(with_frames=True))
     rep = replay(stored_exchanges, adapter, capabilities=profile.capabilities)
     write_replay(store, rep)
@@ -565,6 +579,11 @@ def run(args: argparse.Namespace) -> int:
         raise _usage(f"{src}: no such file")
     if src.is_dir():
         raise _usage(f"{src}: is a directory, not a HAR or flow file")
+    if args.format == "auto":
+        try:
+            sniff_format(src)  # what the input is comes first: notsqlite.db is not a HAR or flow file
+        except ImportError_ as err:
+            raise _usage(str(err)) from None
     out = Path(args.output) if args.output else src.with_suffix(".db")
     if out.resolve() == src.resolve():
         raise _usage(f"{out}: the output would overwrite the input; choose another -o")
@@ -624,6 +643,9 @@ def run(args: argparse.Namespace) -> int:
             except Exception:  # noqa: BLE001
                 pass
         _remove(tmp)
+    if result.unmatched:
+        # Kept, and decoded later with --profile: the sentence check would say.
+        print(f"chatkit-trace import: note: {result.unmatched}", file=sys.stderr)
     if not args.quiet:
         print(result.summary() + f" -> {out}")
         for note in result.notes[:5]:

@@ -3,6 +3,14 @@ mitmproxy flow file (imported on the fly), or a conformance fixture.
 
 Also resolves the adapter: ``--profile`` wins; otherwise the profile the
 recording was made with (stored in the trace's meta).
+
+A ``--profile`` that is a route profile (a preset or a profile file) also
+*re-classifies* a trace database: every stored exchange is matched against
+the profile given now, exactly as the recorder would have matched it
+(:func:`reclassify`), so a recording made with the wrong profile, or with
+none, is fully recoverable.  The input is never written: the new
+classification lives in a temporary copy (``redecode`` is the command that
+writes it back).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from .adapters import Adapter, AdapterNotFound, create_adapter, load_protocol
 from .core import ChatkitTraceError
 from .store import TraceFormatError, TraceStore
 
-__all__ = ["LoadedTrace", "open_trace", "resolve_adapter", "TraceInputError", "kind_of"]
+__all__ = ["LoadedTrace", "open_trace", "reclassify", "resolve_adapter", "TraceInputError", "kind_of"]
 
 HAR_SUFFIXES = (".har",)
 FLOW_SUFFIXES = (".flow", ".flows", ".mitm", ".dump")
@@ -38,12 +46,22 @@ class LoadedTrace:
     kind: str  # db | har | flow | fixture
     temporary: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the exchanges were re-classified with ``--profile`` (into a temporary copy)
+    reclassified: bool = False
 
     def exchanges(self, *, with_frames: bool = True):
         return list(self.store.exchanges(with_frames=with_frames))
 
-    def close(self) -> None:
+    def close(self, *, keep: bool = False) -> None:
+        """Close the store; a temporary database is deleted unless ``keep``
+        (the viewer reads it after the command that opened it)."""
         self.store.close()
+        if self.temporary and not keep and self.store.path != ":memory:":
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    Path(self.store.path + suffix).unlink()
+                except OSError:
+                    pass
 
 
 def kind_of(path: Path) -> str:
@@ -102,9 +120,115 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
     return adapter, capabilities | {"run"}, name
 
 
+def _route_profile(profile: str | None) -> Any:
+    """``profile`` as a route profile (preset or file), or None when it names
+    only an adapter (``pkg.mod:Class``) or nothing."""
+    if profile is None:
+        return None
+    try:
+        from .capture import load_profile
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return load_profile(profile)
+    except ChatkitTraceError:
+        return None
+
+
+def _temp_db() -> str:
+    tmp = tempfile.NamedTemporaryFile(prefix="chatkit-trace-", suffix=".db", delete=False)
+    tmp.close()
+    Path(tmp.name).unlink()
+    return tmp.name
+
+
+def _copy(store: TraceStore) -> TraceStore:
+    """A temporary copy of ``store`` (SQLite's online backup: consistent even
+    while the recorder writes)."""
+    path = _temp_db()
+    import sqlite3
+
+    dst = sqlite3.connect(path)
+    try:
+        store.db.conn.backup(dst)
+    finally:
+        dst.close()
+    return TraceStore(path)
+
+
+def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
+    """Match every exchange of ``store`` against ``profile`` again (in place).
+
+    The recorder's steps, in request order (:func:`chatkit_trace.importer.identify_one`):
+    the route, ids from the request, the response and the events, then the
+    identity tracker.  What a profile decides is rewritten (capability,
+    session, run, cursor, target, ``notes.identity``, the ``body`` frames a
+    JSON response becomes); recorded bytes never change.  The meta names the
+    profile.  Returns ``{"exchanges": n, "matched": m}``.
+    """
+    from .capture import IdentityTracker
+    from .importer import identify_one
+
+    tracker = IdentityTracker()
+    conn = store.db.conn
+    rows = sorted(store.exchanges(), key=lambda e: e.index)
+    matched = 0
+    with conn:
+        for ex in rows:
+            had_body_frames = ex.transport == "body" and ex.response_body is not None
+            ex.capability = ex.session_id = ex.run_id = ex.run_id_source = None
+            ex.cursor = ex.target_run_id = None
+            ex.notes = {k: v for k, v in (ex.notes or {}).items() if k != "identity"}
+            if had_body_frames:
+                ex.transport, ex.frames = None, []  # re-made from the body by the new route
+            else:
+                ex.frames = store.frames(ex.index)
+            identify_one(ex, profile, tracker)
+            if had_body_frames or ex.transport == "body":
+                conn.execute("DELETE FROM frames WHERE exchange_id = ?", [ex.index])
+                if ex.transport == "body":
+                    store.add_frames(ex.frames)
+            store.add_exchange(ex, with_frames=False)
+            matched += ex.capability is not None
+        store.set_meta("profile", profile.name)
+        store.set_meta("protocol", profile.protocol)
+        store.set_meta("capabilities", list(profile.capabilities))
+        store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
+    return {"exchanges": len(rows), "matched": matched}
+
+
+def _needs_reclassify(profile: Any, store: TraceStore) -> bool:
+    """Whether ``profile`` would classify the trace differently from how it is.
+
+    Not when the trace was classified with exactly this profile (its stored
+    spec, or its name for a trace written before specs were stored), nor when
+    its exchanges were classified by something that names no profile at all (a
+    fixture, a test's hand-made trace): that classification is kept and
+    ``profile`` only picks the adapter.  A recording made without a profile
+    has no classified exchange, so it is re-classified."""
+    meta = store.meta()
+    classified = store.db.execute("SELECT 1 FROM exchanges WHERE capability IS NOT NULL LIMIT 1").fetchone()
+    if getattr(profile, "adapter_spec", None) is not None:
+        # an adapter named alone (``pkg.mod:Class``, an entry point): its
+        # catch-all route only classifies a trace nothing classified yet;
+        # otherwise the adapter re-decodes the stored classification
+        return classified is None
+    spec = meta.get("profile_spec")
+    if isinstance(spec, dict):
+        return spec != profile.model_dump(mode="json", by_alias=True)
+    recordings = meta.get("recordings")
+    last = recordings[-1] if isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict) else {}
+    name = meta.get("profile") or last.get("profile")
+    if name:
+        return name != profile.name
+    return classified is None
+
+
 def open_trace(path: str | Path, *, profile: str | None = None, writable: bool = False) -> LoadedTrace:
     """Open ``path`` for analysis.  HAR and flow files are imported into a
-    temporary database with ``profile`` (required for them)."""
+    temporary database with ``profile`` (required for them); a trace
+    database given a route profile is re-classified with it, in a temporary
+    copy unless ``writable`` (then in place: ``redecode``)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
@@ -122,12 +246,13 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
             from .importer import import_file  # type: ignore[attr-defined]
         except ImportError as err:  # pragma: no cover - the importer ships with the package
             raise TraceInputError(f"cannot import {kind} files: {err}") from None
-        tmp = tempfile.NamedTemporaryFile(prefix="chatkit-trace-", suffix=".db", delete=False)
-        tmp.close()
-        Path(tmp.name).unlink()
-        store = TraceStore(tmp.name, create=True)
-        import_file(p, profile, store)
-        adapter, caps, name = resolve_adapter(profile, store.meta())
+        store = TraceStore(_temp_db(), create=True)
+        try:
+            import_file(p, profile, store)
+            adapter, caps, name = resolve_adapter(profile, store.meta())
+        except BaseException:
+            LoadedTrace(p, store, None, frozenset(), None, kind, temporary=True).close()  # type: ignore[arg-type]
+            raise
         return LoadedTrace(p, store, adapter, caps, name, kind, temporary=True)
     if kind == "fixture":
         try:
@@ -137,16 +262,22 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         store, meta = fixture_to_store(p)
         adapter, caps, name = resolve_adapter(profile, meta)
         return LoadedTrace(p, store, adapter, caps, name, kind, temporary=True)
+    store = TraceStore(p, readonly=not writable)
+    temporary = reclassified = False
     try:
-        store = TraceStore(p, readonly=not writable)
-    except TraceFormatError:
-        raise
-    try:
+        route_profile = _route_profile(profile)
+        if route_profile is not None and _needs_reclassify(route_profile, store):
+            if not writable:
+                copy = _copy(store)
+                store.close()
+                store, temporary = copy, True
+            reclassify(store, route_profile)
+            reclassified = True
         adapter, caps, name = resolve_adapter(profile, store.meta())
-    except Exception:
-        store.close()
+    except BaseException:
+        LoadedTrace(p, store, None, frozenset(), None, "db", temporary=temporary).close()  # type: ignore[arg-type]
         raise
-    return LoadedTrace(p, store, adapter, caps, name, "db")
+    return LoadedTrace(p, store, adapter, caps, name, "db", temporary=temporary, reclassified=reclassified)
 
 
 def read_json_file(path: Path) -> Any:

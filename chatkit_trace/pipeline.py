@@ -68,6 +68,7 @@ __all__ = [
     "SCOPES",
     "STREAMING",
     "read_scope",
+    "understood_exchanges",
 ]
 
 STREAMING = ("run", "regenerate", "edit", "resume")
@@ -115,6 +116,8 @@ class FrameRecord:
     end_marker: bool = False
     identity: EventIdentity | None = None
     at: float = 0.0
+    #: What the event cannot express (``AdapterProtocol.event_limits``; CK306).
+    limits: tuple[str, ...] = ()
 
 
 #: What a history read covers (the profile route's ``scope``).
@@ -243,6 +246,7 @@ class Replayer:
         protocol = adapter.protocol
         self._has_identity = protocol.implements("identify_event")
         self._has_known = protocol.implements("event_known")
+        self._has_limits = protocol.implements("event_limits")
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -527,6 +531,8 @@ class Replayer:
         fr.unknown = not decoded.updates and value is not DONE and not self._known(value)
         if fr.unknown:
             fr.event_type = _event_type(value)
+        if self._has_limits:
+            fr.limits = self._limits(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
         if decoded.terminal:
@@ -548,6 +554,14 @@ class Replayer:
             return bool(self.adapter.protocol.event_known(value))
         except Exception:  # noqa: BLE001
             return False
+
+    def _limits(self, value: Any) -> tuple[str, ...]:
+        if value is DONE:
+            return ()
+        try:
+            return tuple(self.adapter.protocol.event_limits(value) or ())
+        except Exception:  # noqa: BLE001
+            return ()
 
     def _identity(self, value: Any) -> EventIdentity | None:
         if value is DONE or not self._has_identity:
@@ -592,6 +606,8 @@ class Replayer:
         fr.unknown = not decoded.updates and not self._known(value)
         if fr.unknown:
             fr.event_type = _event_type(value)
+        if self._has_limits:
+            fr.limits = self._limits(value)
         for fact in decoded.facts:
             fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
 
@@ -634,6 +650,33 @@ def _event_type(value: Any) -> str | None:
                 if isinstance(v, str):
                     return v
     return None
+
+
+def understood_exchanges(rep: Replay) -> set[int]:
+    """The matched exchanges the adapter made sense of: a stream with at least
+    one event it decoded or knows (or a frame that is broken on the wire, a
+    verdict in itself), a history it decoded, a request that failed at the
+    HTTP level.  ``check`` has nothing to judge when this is empty (a wrong
+    profile, an empty recording), never a pass."""
+    out: set[int] = set()
+    for index, rec in rep.exchanges.items():
+        cap = rec.exchange.capability
+        if cap is None:
+            continue
+        if cap == "history":
+            if rec.history is not None and rec.history.result is not None:
+                out.add(index)
+            continue
+        if cap in ("run", "regenerate", "edit", "resume", "subscribe") and rec.exchange.failed:
+            out.add(index)
+            continue
+        for fr in rec.frames:
+            if fr.state in ("outgoing", "empty", "ignored", "unrouted"):
+                continue
+            if fr.facts or fr.shadow or fr.end_marker or fr.state != "admitted" or not fr.unknown:
+                out.add(index)
+                break
+    return out
 
 
 def replay(

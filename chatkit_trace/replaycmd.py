@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             result = replay_fixture(path, profile=args.profile)
         except ChatkitTraceError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"chatkit-trace replay: error: {err}", file=sys.stderr)
             errors += 1
             continue
         n = f"{len(result.actual.facts)} facts, {len(result.actual.findings)} findings"

@@ -9,7 +9,15 @@ from collections import Counter, defaultdict
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("runs", help="table of sessions and runs: status, origin, duration, frames, rejections, findings")
+    from .trace import STREAM_STATES
+
+    p = sub.add_parser(
+        "runs",
+        help="table of sessions and runs: status, origin, duration, frames, rejections, findings",
+        description="A table of the trace's sessions and runs. The connection column says how the run's last "
+        "response stream ended in the recording, for every protocol alike: "
+        + "; ".join(f"{k} ({v})" for k, v in STREAM_STATES.items()) + ".",
+    )
     p.add_argument("trace", metavar="TRACE")
     p.add_argument("--profile", help="adapter/profile (default: the recorded one)")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -41,9 +49,13 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
         if rec.result.violation:
             rejected[(rec.fact.session_id, rec.fact.run_id)] += 1
     rows = []
+    from .trace import stream_state
+
     for sid, s in rep.sessions.items():
         for view in s.core.snapshot.runs:
             key = (sid, view.id)
+            run_rec = s.runs.get(view.id)
+            run_exchanges = [rep.exchanges[i].exchange for i in (run_rec.exchanges if run_rec else ()) if i in rep.exchanges]
             status = view.status
             if status == "running":
                 status = "outcome unknown" if view.connection == "disconnected" else "running"
@@ -54,7 +66,7 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
                     "run": view.id,
                     "status": status,
                     "origin": view.origin,
-                    "connection": view.connection,
+                    "connection": stream_state(run_exchanges),
                     "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
                     "frames": frames.get(key, 0),
                     "rejected": rejected.get(key, 0),

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from .wire import Frame
 
-__all__ = ["Exchange", "CAPABILITY_KINDS", "STREAM_ENDS", "frames_from_body"]
+__all__ = ["Exchange", "CAPABILITY_KINDS", "STREAM_ENDS", "frames_from_body", "stream_state", "STREAM_STATES"]
 
 #: What an exchange can be, from the route profile.
 CAPABILITY_KINDS = ("run", "subscribe", "resume", "history", "status", "abort", "steer", "regenerate", "edit")
@@ -93,6 +93,35 @@ class Exchange:
     def failed(self) -> bool:
         """The call did not complete at the HTTP level (R2.2, CK110)."""
         return self.status is None or self.status >= 400
+
+
+#: The ``connection`` column of ``chatkit-trace runs`` and the viewer's run list.
+STREAM_STATES = {
+    "open": "the run's stream was still open when the recording stopped",
+    "closed": "its last stream ended cleanly (whether or not a conclusion came first)",
+    "reset": "its last stream broke: the upstream dropped the connection",
+    "timeout": "its last stream timed out",
+    "client-gone": "the client left its last stream",
+    "error": "its last stream failed at the transport level",
+    "-": "no stream of its own (a run only a history or status read names)",
+}
+
+
+def stream_state(exchanges: Any) -> str:
+    """What the ``connection`` column says, one meaning for every protocol: how
+    the run's last response stream (run, resume, regenerate, edit or the
+    subscription that carried it) ended in the recording (:data:`STREAM_STATES`).
+    ``exchanges`` are the run's: objects with ``capability``, ``transport``,
+    ``end``, ``started_at`` and ``ended_at``."""
+    streams = [
+        e for e in exchanges
+        if e.capability in ("run", "regenerate", "edit", "resume", "subscribe") and e.transport is not None
+    ]
+    if not streams:
+        return "-"
+    last = max(streams, key=lambda e: (e.ended_at if e.ended_at is not None else float("inf"), e.started_at))
+    end = last.end or ("open" if last.ended_at is None else "complete")
+    return "closed" if end == "complete" else end if end in STREAM_STATES else "error"
 
 
 def _json(body: bytes | None) -> Any:

@@ -43,5 +43,8 @@ def run(args: argparse.Namespace) -> int:
         analyse=args.analyse,
         theme=args.theme,
     )
-    app.run()
+    try:
+        app.run()
+    finally:
+        source.discard()
     return int(app.return_code or 0)

@@ -11,7 +11,8 @@ with its scripted model), put ``chatkit-trace record --profile <protocol>``
 (a real mitmdump with the recording addon) in front of it, drive the
 harness's scenarios through the proxy, stop the proxy with SIGINT (it flushes
 everything it received) and write ``recordings/traces/<protocol>.db``.  Then
-``chatkit-trace check`` on it, and each session exported as a fixture to
+``chatkit-trace redecode`` (facts and findings stored in it) and ``check`` on
+it, and each session exported as a fixture to
 ``recordings/fixtures/live/<protocol>/<scenario>.chatkit.json`` (the test
 suite replays every fixture).
 
@@ -124,6 +125,8 @@ def main(argv: list[str]) -> int:
         else:
             print(f"recording {protocol} through the addon", flush=True)
             db = record(protocol)
+        # redecode stores facts and findings in the trace (check never writes to its input)
+        subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "redecode", str(db)], cwd=REPO, check=True)
         subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", str(db), "--fail-on", "never"], cwd=REPO, check=True)
         export(protocol, db)
     return 0

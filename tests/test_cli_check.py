@@ -66,13 +66,27 @@ def test_baseline_accepts_known_findings_only(tmp_path, capsys):
     assert main(["check", str(bad), "--baseline", str(tmp_path / "junk.json")]) == 2
 
 
-def test_junit_has_one_failed_case_per_finding(tmp_path, capsys):
-    bad = trace_from_case(tmp_path, "CK404")
+def _junit(out: str) -> ET.Element:
+    return ET.fromstring(out.split("\n", 1)[1])
+
+
+def test_junit_failures_are_exactly_the_findings_that_fail_the_gate(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK404")  # CK404 error, CK103 warning, CK403 info
+    assert main(["check", str(bad), "--format", "junit"]) == 1
+    suite = _junit(capsys.readouterr().out).find("testsuite")
+    cases = suite.findall("testcase")
+    assert suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "0"
+    failed = {c.find("failure").get("type") for c in cases if c.find("failure") is not None}
+    assert failed == {"CK404 error"}
+    passed = [c for c in cases if c.find("failure") is None]
+    assert {c.get("name").split()[0] for c in passed} == {"CK103", "CK403"}
+    assert all("below --fail-on error" in c.find("system-out").text for c in passed)
+    # --fail-on moves the line: warning fails CK103 too, never fails nothing
+    assert main(["check", str(bad), "--format", "junit", "--fail-on", "warning"]) == 1
+    assert _junit(capsys.readouterr().out).find("testsuite").get("failures") == "2"
     assert main(["check", str(bad), "--format", "junit", "--fail-on", "never"]) == 0
-    root = ET.fromstring(capsys.readouterr().out.split("\n", 1)[1])
-    cases = root.findall(".//testcase")
-    assert len(cases) == 3 and all(c.find("failure") is not None for c in cases)
-    assert {c.find("failure").get("type").split()[0] for c in cases} == {"CK404", "CK103", "CK403"}
+    suite = _junit(capsys.readouterr().out).find("testsuite")
+    assert suite.get("failures") == "0" and len(suite.findall("testcase")) == 3
 
 
 def test_text_groups_by_run_and_names_rule_and_frames(tmp_path, capsys):
@@ -83,21 +97,27 @@ def test_text_groups_by_run_and_names_rule_and_frames(tmp_path, capsys):
     assert out.index("CK201") < out.index("CK202")
 
 
-def test_check_writes_findings_back_and_redecode(tmp_path, capsys):
+def test_check_never_writes_and_redecode_stores_the_findings(tmp_path, capsys):
     bad = trace_from_case(tmp_path, "CK101-direct")
-    main(["check", str(bad)])
+    before = bad.read_bytes()
+    assert main(["check", str(bad)]) == 1
+    assert bad.read_bytes() == before  # no command writes to its input
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["CK101-direct.db"]
+    with TraceStore(bad, readonly=True) as store:
+        assert store.db["findings"].count == 0
+    assert main(["redecode", str(bad)]) == 0
+    assert "1 finding(s)" in capsys.readouterr().out
     with TraceStore(bad, readonly=True) as store:
         assert [r["code"] for r in store.rows("findings")] == ["CK101"]
         assert store.db["facts"].count > 0
-    assert main(["redecode", str(bad)]) == 0
-    assert "1 finding(s)" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["CK101-direct.db"]  # no -wal/-shm left
 
 
 def test_runs_and_diff(tmp_path, capsys):
     path = trace_from_case(tmp_path, "CK201")
     assert main(["runs", str(path), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "connected",
+    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "closed",
                      "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
     assert main(["diff", str(path)]) == 1  # diff(1): differences
     out = capsys.readouterr().out
@@ -117,8 +137,66 @@ def test_bad_input_is_one_line_exit_2(tmp_path, content, fragment):
     assert fragment in proc.stderr and proc.stderr.count("\n") == 1
 
 
-def test_trace_without_protocol_asks_for_profile(tmp_path):
+def test_a_trace_without_traffic_is_nothing_recorded_exit_2(tmp_path):
     path = tmp_path / "t.db"
     TraceStore(path, create=True).close()
     proc = cli("check", str(path))
-    assert proc.returncode == 2 and "--profile" in proc.stderr
+    assert proc.returncode == 2 and "nothing recorded" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("protocol", ["adk", "a2a", "hermes", "openai"])
+def test_the_connection_column_means_the_same_for_every_protocol(protocol, capsys):
+    """How the run's last stream ended: a run whose stream ended cleanly is
+    'closed' whatever the protocol (OpenAI said disconnected, A2A/Hermes connected)."""
+    from chatkit_trace.trace import STREAM_STATES
+
+    trace = Path(__file__).resolve().parents[1] / "recordings" / "traces" / f"{protocol}.db"
+    assert main(["runs", str(trace), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and {r["connection"] for r in rows} <= set(STREAM_STATES)
+    assert {r["connection"] for r in rows if r["status"] in ("completed", "failed")} == {"closed"}
+
+
+def _text(*args: str, columns: int | None) -> str:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    proc = subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout
+
+
+def test_text_wraps_at_the_terminal_width_with_a_hanging_indent():
+    trace = str(Path(__file__).resolve().parents[1] / "recordings" / "traces" / "hermes.db")
+    narrow = _text(trace, columns=90).splitlines()
+    assert max(len(line) for line in narrow) <= 90
+    findings = [i for i, line in enumerate(narrow) if line.startswith("  ") and line.split()[0] in ("error", "warning", "info")]
+    assert findings
+    continued = 0
+    for i in findings:
+        indent = narrow[i].index("(")  # the message column: after "  error   CK201 "
+        j = i + 1
+        while j < len(narrow) and narrow[j].startswith(" " * indent) and narrow[j].strip():
+            assert not narrow[j][indent].isspace()  # hanging indent, aligned under the message
+            continued += 1
+            j += 1
+    assert continued > 0
+    wide = _text(trace, columns=160).splitlines()
+    assert 110 < max(len(line) for line in wide) <= 160  # the terminal's width, not a fixed 110
+    assert "trace-wide (protocol and route limits)" in wide and not any("session -" in line for line in wide)
+    unwrapped = _text(trace, columns=None).splitlines()  # a pipe: one line per finding
+    assert len(unwrapped) < len(narrow)
+
+
+def test_a_frame_is_named_once():
+    fixture = Path(__file__).resolve().parents[1] / "recordings" / "fixtures" / "myproto" / "resume-shuffle.chatkit.json"
+    proc = subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", str(fixture), "--format", "json"],
+                          capture_output=True, text=True, timeout=120)
+    findings = json.loads(proc.stdout)["findings"]
+    assert findings and all(len(f["frames"]) == len(set(f["frames"])) for f in findings)
+    assert [f["frames"] for f in findings if f["code"] == "CK404"] == [["30:0"]]
+    text = _text(str(fixture), columns=None)
+    assert "frames 30:0" in text and "30:0, 30:0" not in text

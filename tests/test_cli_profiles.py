@@ -55,11 +55,13 @@ def trace(tmp_path: Path, name: str = "clean-myproto") -> Path:
 
 def profile_file(tmp_path: Path) -> Path:
     path = tmp_path / "mine.toml"
+    # a profile file re-classifies the stored exchanges (issue 14): its routes
+    # match the trace's own paths, so the classification comes out the same
     path.write_text(
         f'name = "mine"\nprotocol = "{MODULE}"\ncapabilities = ["run", "history", "abort"]\n'
-        '[[routes]]\ncapability = "run"\nmethod = "POST"\npath = "/**/sessions/{session}/runs"\n'
-        'session = "path:session"\nrun = ["body:runId", "events:run"]\n'
-        '[[routes]]\ncapability = "history"\nmethod = "GET"\npath = "/**/sessions/{session}/runs"\nsession = "path:session"\n'
+        '[[routes]]\ncapability = "run"\nmethod = "POST"\npath = "/run/{session}"\n'
+        'session = "path:session"\nrun = "body:runId"\n'
+        '[[routes]]\ncapability = "history"\nmethod = "GET"\npath = "/history/{session}"\nsession = "path:session"\n'
     )
     return path
 

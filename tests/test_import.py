@@ -282,7 +282,7 @@ def test_bad_inputs_are_one_line_exit_2_and_nothing_is_written(tmp_path, capsys)
     out = tmp_path / "out.db"
     not_json = tmp_path / "x.har"
     not_json.write_text("hello, world")
-    assert "neither a HAR file (JSON) nor a mitmproxy flow file" in cli_error(["import", str(not_json), "-p", "myproto", "-o", str(out)], capsys)
+    assert "not a HAR or flow file" in cli_error(["import", str(not_json), "-p", "myproto", "-o", str(out)], capsys)
     bad_json = tmp_path / "y.har"
     bad_json.write_text('{"log": {"entries": [')
     assert "y.har: not JSON" in cli_error(["import", str(bad_json), "-p", "myproto", "-o", str(out)], capsys)

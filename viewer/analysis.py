@@ -1,11 +1,11 @@
 """Deriving a trace's facts, runs and findings for the viewer (in a worker thread).
 
 This is ``chatkit-trace check`` (:func:`chatkit_trace.checkcmd.run_check`)
-with two differences a viewer needs: it reports progress, and it can write
-the derived tables somewhere else than the trace.  A writable trace that is
-not being recorded gets them written back, like ``check`` does; a
-read-only (or live) trace gets them in a side database in a temporary
-directory, deleted when the viewer exits.
+with two differences a viewer needs: it reports progress, and it writes the
+derived tables somewhere.  The viewer puts them in a side database in a
+temporary directory, deleted when it exits: no command writes to its input
+(``chatkit-trace redecode`` is the one that stores them in the trace).
+``write_back=True`` writes them into the trace itself (for callers that own it).
 """
 
 from __future__ import annotations

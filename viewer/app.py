@@ -25,7 +25,7 @@ from textual.content import Content
 from textual.worker import get_current_worker
 
 from .analysis import AUTO_LIMIT, analyse
-from .data import FindingInfo, RunInfo, TraceData, writable
+from .data import FindingInfo, RunInfo, TraceData
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
 from .render import esc
 
@@ -46,6 +46,16 @@ class Source:
     kind: str = "db"
     #: the --profile to pass when the trace is opened again (the user's, or the recorded one)
     open_profile: str | None = None
+    #: ``path`` is a temporary database (an import, a re-classified copy): removed by :meth:`discard`
+    temporary: bool = False
+
+    def discard(self) -> None:
+        """Remove a temporary database once the viewer is done with it."""
+        if not self.temporary:
+            return
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                Path(self.path + suffix).unlink()
 
 
 def open_source(path: str | Path, profile: str | None = None) -> Source:
@@ -74,9 +84,10 @@ def open_source(path: str | Path, profile: str | None = None) -> Source:
             loaded.profile,
             loaded.kind,
             profile,
+            loaded.temporary and loaded.kind != "fixture",  # fixtures' folders are removed at exit
         )
     finally:
-        loaded.close()
+        loaded.close(keep=True)  # an imported or re-classified copy is what the viewer reads
 
 
 def _recorded_profile(path: str | Path) -> str | None:
@@ -230,7 +241,7 @@ class ViewerApp(App[None]):
     def run_analysis(self) -> None:
         worker = get_current_worker()
         path = self.source.path
-        write_back = self.source.kind == "db" and writable(path) and not self.data_looks_live()
+        write_back = False  # the viewer never writes to its input: derived tables go to a side database
         try:
             result = analyse(
                 path,

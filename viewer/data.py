@@ -527,10 +527,17 @@ class TraceData:
 
     def runs(self) -> list[RunInfo]:
         """Every run: from the derived tables when the trace was analysed,
-        else from the exchanges (status ``not analysed``)."""
-        if self.has_derived():
-            return self._derived_runs()
-        return self._exchange_runs()
+        else from the exchanges (status ``not analysed``).  ``connection`` is
+        how the run's last stream ended (``chatkit_trace.trace.stream_state``:
+        the same column as ``chatkit-trace runs``)."""
+        from chatkit_trace.trace import stream_state
+
+        runs = self._derived_runs() if self.has_derived() else self._exchange_runs()
+        if runs:
+            by_index = {ex.index: ex for ex in self.exchanges("capability IS NOT NULL")}
+            for r in runs:
+                r.connection = stream_state([by_index[i] for i in r.exchanges if i in by_index])
+        return runs
 
     def _derived_runs(self) -> list[RunInfo]:
         d = self.dconn()

@@ -231,7 +231,9 @@ LEGEND = (
     "[b]outcome unknown[/b]  the stream ended or broke without a conclusion and nothing settled the run (R3.4)\n"
     "[b]▶[/b] a request (send, stop, history read)   [b]■[/b] the end of a response stream   [b $text-error]![/] something wrong\n"
     "[$text-success]✓[/] accepted   [$text-error]✗ reason[/] rejected by the Core (e.g. terminal-sealed)   "
-    "[$text-error]lost[/] decoded after the reader stopped: the UI never saw it"
+    "[$text-error]lost[/] decoded after the reader stopped: the UI never saw it\n"
+    "[b $text-error]●[/] before a run: look at it (it failed, its outcome is unknown, or it has an error finding)   "
+    "[b $text-warning]● live[/] in a title: the trace is still being recorded"
 )
 
 
@@ -252,7 +254,10 @@ def help_content() -> Content:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,f1", "close", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,f1", "close", "close"),
+        Binding("q", "app.quit", "quit"),  # a modal screen hides the app's bindings: q quits everywhere
+    ]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
@@ -273,6 +278,7 @@ class ExportScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "close"),
         Binding("enter", "write", "write the fixture"),
+        Binding("q", "app.quit", "quit"),  # a modal screen hides the app's bindings: q quits everywhere
     ]
 
     def __init__(

@@ -387,7 +387,7 @@ class RunsTable(VirtualList):
             [(marker, "error"), (r.status, tone)],
             [(r.session_id, "")],
             [(r.run_id, "primary")],
-            [(r.connection or "-", "error" if r.connection == "disconnected" else "muted")],
+            [(r.connection or "-", "error" if r.connection in ("reset", "timeout", "client-gone", "error") else "muted")],
             [(r.origin or "-", "muted")],
             [(_fmt_duration(r.duration), "")],
             [(str(r.frames), "")],

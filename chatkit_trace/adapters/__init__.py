@@ -17,6 +17,7 @@ from ._protocol import (
     RunRequest,
     StreamEvent,
 )
+from ._limits import LIMITS, TOOL_RESULT, fallback_error, fallback_sent
 from ._registry import AdapterNotFound, available_protocols, load_protocol, register_protocol
 from ._updates import (
     TERMINAL_UPDATES,
@@ -46,6 +47,7 @@ __all__ = [
     "FailedUpdate",
     "HistoryRequestArgs",
     "InterruptedUpdate",
+    "LIMITS",
     "MessageUpdate",
     "PhaseUpdate",
     "ProtocolUpdate",
@@ -54,8 +56,11 @@ __all__ = [
     "SessionDecoder",
     "StreamEvent",
     "TERMINAL_UPDATES",
+    "TOOL_RESULT",
     "available_protocols",
     "create_adapter",
+    "fallback_error",
+    "fallback_sent",
     "load_protocol",
     "register_protocol",
     "update_from_json",

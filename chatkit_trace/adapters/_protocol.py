@@ -207,6 +207,15 @@ class AdapterProtocol:
         while it is still running."""
         return None
 
+    def event_limits(self, event: Any) -> Sequence[str]:
+        """chatkit-trace's extension: what this event cannot express because the
+        protocol has no field for it (``"tool-result"``: a tool completion
+        without a result; ``chatkit_trace.adapters.LIMITS``).  The adapter
+        models the event consistently anyway; analysis reports each limit once
+        per route as an info (CK306), never as the backend's defect.  Empty
+        by default."""
+        return ()
+
     def event_sequence(self, event: Any) -> int | float | None:
         """A source sequence the event carries (R3.2), if the protocol has one."""
         return None

@@ -55,7 +55,9 @@ status ``working``                         phase ``generating`` (``tool`` while 
 status ``submitted`` / ``unknown``         nothing
 status ``completed``                       completed
 status ``failed`` / ``rejected``           failed ``RunError(code=<state as sent>,
-                                           message=<status message text>)``
+                                           message=<status message text>)``; without
+                                           a text, a fallback that keeps what was
+                                           sent (``fallback_error``: CK302)
 status ``canceled``                        interrupted ``canceled``
 status ``input-required`` / ``auth-req.``  interrupted ``input-required`` / ``auth-required``
 artifact update ``append`` false/absent    message (the artifact, replaced whole)
@@ -129,6 +131,7 @@ from ..core import (
     ToolCallPart,
     freeze,
 )
+from ._limits import fallback_error
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
     CompletedUpdate,
@@ -439,9 +442,15 @@ def _text(msg: Any) -> str:
     )
 
 
-def _status_error(status: Mapping[str, Any], st: str) -> RunError:
+def _status_error(status: Mapping[str, Any], st: str, *, live: bool = False) -> RunError:
+    text = _text(status.get("message"))
+    if text.strip():
+        return RunError(str(status.get("state")), text)
     default = "the task failed" if st == "failed" else "the agent rejected the task"
-    return RunError(str(status.get("state")), _text(status.get("message")) or default)
+    if live:
+        # The state is no reason: the backend sent none (CK302); the UI gets a fallback.
+        return fallback_error(str(status.get("state")), default, sent=status.get("message"))
+    return RunError(str(status.get("state")), default)
 
 
 def _snapshot(run_id: Any, status: Any) -> HistoryRunSnapshot | None:
@@ -645,7 +654,7 @@ class A2AProtocol(AdapterProtocol):
         elif st == "completed":
             out.append(CompletedUpdate())
         elif st in ("failed", "rejected"):
-            out.append(FailedUpdate(_status_error(status, st)))
+            out.append(FailedUpdate(_status_error(status, st, live=True)))
         elif st == "canceled" or st in INTERRUPTED:
             out.append(InterruptedUpdate(st))
         return out

@@ -600,7 +600,7 @@ def _snapshot(inv: str, run: Mapping[str, Any]) -> HistoryRunSnapshot | None:
     ok = (
         isinstance(first, (int, float))
         and not isinstance(first, bool)
-        and math.isfinite(first)
+        and math.isfinite(first * 1000)  # seconds -> ms must stay finite too
         and first >= 0
     )
     created = int(first * 1000) if ok else None

@@ -52,8 +52,13 @@ Frame -> update
 - ``tool.started``: new tool part ``tool:{n}`` (args on the session stream),
   running; phase ``tool``.
 - ``tool.completed``: the oldest running part of that tool name becomes
-  ``completed``, or ``failed`` with RunError ``tool_error`` when ``error:
-  true``; ``tool.failed``: ``failed``.  No result: the wire has none.
+  ``completed`` with an empty result (``null``), or ``failed`` with RunError
+  ``tool_error`` when ``error: true``; ``tool.failed``: ``failed``.  The
+  wire has no result field: a limit of the protocol, not a defect of the
+  backend, so the part is modelled as what the UI can show (completed, no
+  output; never "absent", which reads as still running) and
+  :meth:`event_limits` names it (CK306, once per route).  A later
+  ``run.completed`` transcript or history fills the real result in.
 - ``approval.request`` / ``approval.responded``: phase ``awaiting-input`` /
   ``tool``.
 - ``reasoning.available``, ``tool.progress`` (``_thinking``): nothing (the
@@ -67,7 +72,10 @@ Frame -> update
   transcript") rebuilds the answer when its tool calls line up with the live
   ones (real call ids, args, results, reasoning); then ``completed``.
 - ``run.failed``: failed, RunError ``run.failed`` + the error text;
-  ``error`` (session stream, the handler raised): RunError ``error``.
+  ``error`` (session stream, the handler raised): RunError ``error``.  An
+  empty or missing text (``str(exc)`` of an exception without a message)
+  shows a fallback ("agent run failed") made with :func:`fallback_error`,
+  which keeps what the backend sent, so CK302 still reports it.
 - ``run.cancelled`` (a stop) and ``run.interrupted``: interrupted (the Core
   picks the reason: ``abort`` after a local stop, else ``protocol``).
 - ``done``, DONE, keepalives, unknown events: nothing.  ``done`` is the end
@@ -135,6 +143,7 @@ from ..core import (
     ToolCallPart,
     freeze,
 )
+from ._limits import TOOL_RESULT, fallback_error
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
     CompletedUpdate,
@@ -259,6 +268,8 @@ class _Answer:
         self.after_tool = True
 
     def tool_ended(self, name: Any, status: str, error: Any = ABSENT) -> bool:
+        """The oldest running call of ``name`` ends; a completed one gets an
+        empty result (the wire has none: module docstring)."""
         name = _str(name) or "unknown"
         for i, p in enumerate(self.parts):
             if (
@@ -266,7 +277,8 @@ class _Answer:
                 and p.tool_name == name
                 and p.status in (ABSENT, "running")
             ):
-                self.parts[i] = replace(p, status=status, error=error)
+                result = None if status == "completed" and p.result is ABSENT else p.result
+                self.parts[i] = replace(p, status=status, error=error, result=result)
                 return True
         return False
 
@@ -342,6 +354,17 @@ class HermesProtocol(AdapterProtocol):
             run_id=event["run_id"], starts_run=kind == "run.started", ends_response=kind in _ENDS
         )
 
+    def event_limits(self, event: Any) -> tuple[str, ...]:
+        """``tool.completed`` carries no result on either surface (module docstring)."""
+        if (
+            isinstance(event, Mapping)
+            and _name(event) == "tool.completed"
+            and event.get("error") is not True
+            and not any(k in event for k in ("result", "output", "content"))
+        ):
+            return (TOOL_RESULT,)
+        return ()
+
     def event_sequence(self, event: Any) -> int | float | None:
         seq = event.get("seq") if isinstance(event, Mapping) else None
         return seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) else None
@@ -408,17 +431,9 @@ class HermesProtocol(AdapterProtocol):
         if kind == "run.completed":
             return self._completed(event, ctx)
         if kind == "run.failed":
-            return [
-                FailedUpdate(
-                    RunError("run.failed", _message(event.get("error"), "agent run failed"))
-                )
-            ]
+            return [FailedUpdate(_failure("run.failed", event.get("error"), "agent run failed"))]
         if kind == "error":
-            return [
-                FailedUpdate(
-                    RunError("error", _message(event.get("message"), "session chat stream failed"))
-                )
-            ]
+            return [FailedUpdate(_failure("error", event.get("message"), "session chat stream failed"))]
         if kind in ("run.cancelled", "run.interrupted"):
             return [InterruptedUpdate(_str(event.get("reason")))]
         return []  # done, reasoning.available, tool.progress, unknown events
@@ -497,9 +512,9 @@ class HermesProtocol(AdapterProtocol):
         if status is None:
             return None
         created = value.get("created_at")
-        ok = type(created) in (int, float) and math.isfinite(created) and created >= 0
+        ok = type(created) in (int, float) and math.isfinite(created * 1000) and created >= 0
         error = (
-            RunError("run.failed", _message(value.get("error"), "agent run failed"))
+            _failure("run.failed", value.get("error"), "agent run failed")
             if status == "failed"
             else ABSENT
         )
@@ -509,6 +524,15 @@ class HermesProtocol(AdapterProtocol):
             created_at=created * 1000 if ok else None,
             error=error,
         )
+
+
+def _failure(code: str, text: Any, default: str) -> RunError:
+    """A failure with the backend's text; without one (``""``, missing: what
+    ``str(exc)`` gives for a bare exception) ``default`` is shown and the
+    error says the backend sent none (CK302)."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return fallback_error(code, default, sent=text)
+    return RunError(code, _message(text, default))
 
 
 def _message(v: Any, default: str) -> str:

@@ -59,6 +59,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK303", "warning", "R4.5", "user input not visible before the answer"),
         CodeInfo("CK304", "warning", "R6.4", "ambiguous tool result"),
         CodeInfo("CK305", "warning", "R7.2", "reserved chatkit. data kind used"),
+        CodeInfo("CK306", "info", "R6.4", "the protocol cannot carry a tool result"),
         CodeInfo("CK401", "info", "R3.2 R11.7", "events carry no outer event id"),
         CodeInfo("CK402", "error", "R3.2", "source sequence went backwards"),
         CodeInfo("CK403", "info", "R3.6", "duplicate events dropped idempotently"),
@@ -159,7 +160,7 @@ def make_finding(
 ) -> Finding:
     """Build a finding with its catalogue severity and rule and a stable fingerprint."""
     info = CATALOGUE[code]
-    frames = list(frames)
+    frames = list(dict.fromkeys(frames))  # each frame once, decisive first
     return Finding(
         code=code,
         severity=severity or info.severity,

@@ -16,14 +16,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..adapters import Adapter
-from ..pipeline import replay
+from ..pipeline import replay, understood_exchanges
 from ..store import TraceStore
 from ._context import Options
 from ._finding import Finding
 
 __all__ = ["analyze_store", "TRACE_LEVEL"]
 
-TRACE_LEVEL = ("CK203", "CK401", "CK406")
+TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406")
 
 
 def _sessions(store: TraceStore) -> list[str | None]:
@@ -59,6 +59,8 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             )
         elif f.code == "CK401":
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
+        elif f.code == "CK306":
+            first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]
@@ -83,7 +85,7 @@ def analyze_store(
     has_history = store.db.execute("SELECT 1 FROM exchanges WHERE capability = 'history' LIMIT 1").fetchone() is not None
     opts = replace(options or Options(), trace_has_history=has_history)
     findings: list[Finding] = []
-    counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0}
+    counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
     if write:
         store.clear_derived()
     for sid in _sessions(store):
@@ -95,6 +97,8 @@ def analyze_store(
         counts["facts"] += len(rep.facts)
         counts["violations"] += sum(1 for f in rep.facts if f.result.violation)
         counts["sessions"] += 1
+        counts["matched"] += len(exchanges)
+        counts["understood"] += len(understood_exchanges(rep))
         if write:
             write_replay(store, rep, append=True)
         if on_session is not None:

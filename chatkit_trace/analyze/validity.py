@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, RunError, ToolCallPart, to_run_error
+import json
+
+from ..adapters import LIMITS, TOOL_RESULT, fallback_sent
+from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, RunError, ToolCallPart, thaw, to_run_error
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from .lifecycle import refs, rejections
+from .stream import route_of
 
 UNIQUE_RULES = ("part-id-unique", "message-id-unique")  # reported as CK205
 
@@ -48,9 +52,12 @@ def invalid_messages(ctx: Context) -> Iterator[Finding]:
 
 @analyzer("CK302")
 def unusable_errors(ctx: Context) -> Iterator[Finding]:
-    """CK302 (R5.1, R5.3): a failure carries no usable code or message, so the
-    Core falls back to ``UNKNOWN`` (a numeric code included: decisions.md 4);
-    a run's failure, or a tool call's (``ToolCallPart.error``, decisions.md 100)."""
+    """CK302 (R5.1, R5.3): a failure reaches the UI without a reason from the
+    backend: no usable code (the Core falls back to ``UNKNOWN``; a numeric
+    code included: decisions.md 4), an empty message, or a message the
+    adapter had to supply (``fallback_error``: the finding reports what the
+    backend sent, whatever fallback the UI shows); a run's failure, or a tool
+    call's (``ToolCallPart.error``, decisions.md 100)."""
     tools: set[tuple[str, str, str]] = set()
     for rec in ctx.facts():
         if isinstance(rec.fact, MessageFact) and rec.result.accepted:
@@ -75,16 +82,37 @@ def unusable_errors(ctx: Context) -> Iterator[Finding]:
                     )
         if isinstance(rec.fact, FailedFact) and rec.result.accepted:
             err = to_run_error(rec.fact.error)
+            fallback, sent = fallback_sent(rec.fact.error)
             if err.code == "UNKNOWN" and not (isinstance(rec.fact.error, dict) and rec.fact.error.get("code") == "UNKNOWN"):
-                yield make_finding(
-                    "CK302",
-                    session_id=rec.fact.session_id,
-                    run_id=rec.fact.run_id,
-                    frames=[frame_ref(rec.exchange_index, rec.frame_index)],
-                    message="The run failed with an error that has no usable code or message; the UI shows UNKNOWN.",
-                    detail={"raw": err.cause if err.cause is not ABSENT else None},
-                    keys=["failed"],
+                message = "The run failed with an error that has no usable code or message; the UI shows UNKNOWN."
+                detail = {"raw": err.cause if err.cause is not ABSENT else None}
+            elif fallback:
+                message = (
+                    f"The run failed and the backend sent no reason ({_sent(sent)}): the failure card shows only the "
+                    f"adapter's fallback {err.message!r}."
                 )
+                detail = {"sent": sent, "shown": {"code": err.code, "message": err.message}}
+            elif not err.message.strip():
+                message = f"The run failed with code {err.code!r} and an empty message: the failure card has no reason."
+                detail = {"sent": {"code": err.code, "message": err.message}}
+            else:
+                continue
+            yield make_finding(
+                "CK302",
+                session_id=rec.fact.session_id,
+                run_id=rec.fact.run_id,
+                frames=[frame_ref(rec.exchange_index, rec.frame_index)],
+                message=message,
+                detail=detail,
+                keys=["failed"],
+            )
+
+
+def _sent(value: object) -> str:
+    if value is None:
+        return "no error text at all"
+    text = json.dumps(thaw(value), default=str)
+    return f"error {text[:80]}"
 
 
 @analyzer("CK303")
@@ -173,3 +201,35 @@ def reserved_data_kinds(ctx: Context) -> Iterator[Finding]:
                     detail={"kind": p.kind, "builtins": sorted(BUILTIN_DATA_KINDS)},
                     keys=[p.kind],
                 )
+
+
+@analyzer("CK306")
+def protocol_limits(ctx: Context) -> Iterator[Finding]:
+    """CK306 (R6.4; info, once per trace, route and limit): the protocol has
+    no field for something chatkit models (``AdapterProtocol.event_limits``:
+    Hermes ``tool.completed`` has no result).  A limit of the protocol, not a
+    defect of the backend: the adapter models the traffic consistently and
+    this says what it costs the user, never per run."""
+    routes: dict[tuple[str, str], list[str]] = {}
+    for fr in ctx.frames():
+        if not fr.limits:
+            continue
+        rec = ctx.replay.exchanges.get(fr.exchange_index)
+        if rec is None:
+            continue
+        for limit in fr.limits:
+            if limit != TOOL_RESULT:
+                continue  # another limit is another code (codes never change meaning)
+            routes.setdefault((route_of(rec), limit), []).append(frame_ref(fr.exchange_index, fr.frame_index))
+    for (route, limit), frames in sorted(routes.items()):
+        cost = LIMITS.get(limit, limit)
+        yield make_finding(
+            "CK306",
+            session_id=None,
+            run_id=None,
+            frames=frames[:20],
+            message=f"On {route}, {cost} (a limit of the {ctx.protocol.name} protocol, not of this backend).",
+            detail={"route": route, "limit": limit, "events": len(frames)},
+            keys=[route, limit],
+            frame_in_fingerprint=False,
+        )

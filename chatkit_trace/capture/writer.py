@@ -301,6 +301,8 @@ class Writer(threading.Thread):
         self.derive_cost = 0.0  # seconds the last derivation took
         self.stopped = threading.Event()
         self.scrub_memo: weakref.WeakKeyDictionary[_Flow, dict[str, Any]] = weakref.WeakKeyDictionary()
+        #: the unmatched-stream hint was logged (once per recording)
+        self.hinted = False
 
     # ------------------------------------------------------------------ loop side API
 
@@ -691,11 +693,35 @@ class Writer(threading.Thread):
                 st.parser = NDJSONSplitter(ex.index)
             else:
                 st.copy = bytearray()
+        if st.match is None and transport in ("sse", "ndjson"):
+            self._hint_unmatched(st)
         if st.match is not None and transport is not None and not st.resolved:
             # A streamed body is not JSON: only response headers can name ids.
             st.match = resolve_from_response(st.match, status, headers, None)
             st.resolved = True
         st.dirty = True
+
+    def _hint_unmatched(self, st: _Flow) -> None:
+        """The first streamed response that matches no route: say so, and what it
+        looks like (the sentence ``check`` says about such a trace).  The
+        exchange is kept whatever the profile says; ``check --profile``
+        decodes it later."""
+        if self.hinted:
+            return
+        self.hinted = True
+        from types import SimpleNamespace
+
+        from .detect import describe_routes, guess_profile, unmatched_hint
+
+        ex = st.ex
+        raw = SimpleNamespace(method=ex.method, url=st.raw_url, request_headers=st.raw_headers,
+                              request_body=st.request_body, frames=(), transport=ex.transport)
+        profile = getattr(self.config.profile, "name", None)
+        guess = guess_profile([raw], exclude=profile)
+        hint = unmatched_hint(profile, describe_routes([raw], counts=False), guess)
+        later = f" --profile {guess.profiles[0]}" if len(guess.profiles) == 1 else " --profile …"
+        self._log(logging.WARNING, f"chatkit-trace: {hint} (the exchange is kept, undecoded: "
+                  f"`chatkit-trace check {self.config.db}{later}` decodes it later)")
 
     def _add_frame(self, st: _Flow, frame: Frame) -> None:
         self.frames.append(frame)
@@ -821,6 +847,8 @@ class Writer(threading.Thread):
         if st.ex.transport != "ws":
             st.ex.transport = "ws"
             st.dirty = True
+            if st.match is None:
+                self._hint_unmatched(st)
         frame = ws_frame(content, is_text, from_client, t, st.ex.index, st.next_frame)
         if self.config.redactor is not None and from_client and frame.text:
             # Client messages may authenticate (a first "auth" frame); server
@@ -1093,14 +1121,32 @@ class Writer(threading.Thread):
             scope = _SessionScope(store, names, [ex.index for ex in exchanges])
             if r is not None:
                 write_replay(scope, r)  # type: ignore[arg-type]
-                self._report_runs(r, final=final)
+                self._report_runs(r, self._findings(r, exchanges), final=final)
             else:
                 with store.db.conn:
                     scope.clear_derived()
         self.derive_cost = time.monotonic() - started
 
-    def _report_runs(self, r: Any, *, final: bool) -> None:
-        """One log line per finished run (and a mitmweb mark on its flows)."""
+    def _findings(self, r: Any, exchanges: list[Exchange]) -> list[Any]:
+        """The session's findings, by the analysis ``check`` runs (so the
+        per-run log line and ``check`` say the same thing)."""
+        from ..analyze import Options, analyze_replay
+
+        try:
+            has_history = self.store.db.execute(
+                "SELECT 1 FROM exchanges WHERE capability = 'history' LIMIT 1"
+            ).fetchone() is not None
+            return analyze_replay(r, exchanges, self.adapter, Options(trace_has_history=has_history))
+        except Exception as err:  # noqa: BLE001 - the log line then says so
+            self._internal_error("analyze", err)
+            return []
+
+    def _report_runs(self, r: Any, findings: list[Any] | None = None, *, final: bool) -> None:
+        """One log line per finished run, with its findings as ``check`` reports
+        them (and a mitmweb mark on its flows); logged again when they change."""
+        per_finding: dict[tuple[Any, Any], list[Any]] = {}
+        for f in findings or ():
+            per_finding.setdefault((f.session_id, f.run_id), []).append(f)
         for session_id, s in r.sessions.items():
             per_run: dict[str, list[Any]] = {}
             for f in r.facts:
@@ -1119,7 +1165,9 @@ class Writer(threading.Thread):
                     if not f.result.accepted
                 )
                 outcome = self._outcome(view, r, exchanges)
-                signature = (outcome, len(facts), tuple(sorted(rejected.items())))
+                mine = sorted(per_finding.get((session_id, view.id), []), key=lambda f: (f.severity != "error", f.severity, f.code))
+                codes = tuple(dict.fromkeys(f"{f.code} {f.severity}" for f in mine))
+                signature = (outcome, len(facts), tuple(sorted(rejected.items())), codes)
                 key = (session_id, view.id)
                 if self.logged_runs.get(key) == signature:
                     continue
@@ -1129,9 +1177,10 @@ class Writer(threading.Thread):
                     rej_text = f"{sum(rejected.values())} rejected ({rej})"
                 else:
                     rej_text = "no rejections"
-                summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}"
+                found = f"findings: {', '.join(codes)}" if codes else "no findings"
+                summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}; {found}"
                 self._log(logging.INFO, f"chatkit-trace: {summary}")
-                marker = self._marker(view, rejected)
+                marker = self._marker(view, rejected, mine)
                 fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
                 self._mark(fids, marker, summary)
 
@@ -1153,10 +1202,10 @@ class Writer(threading.Thread):
         return str(view.status)
 
     @staticmethod
-    def _marker(view: Any, rejected: Counter[str]) -> str:
+    def _marker(view: Any, rejected: Counter[str], findings: Sequence[Any] = ()) -> str:
         if view.status == "failed":
             return ":x:"
-        if rejected:
+        if rejected or any(f.severity == "error" for f in findings):
             return ":warning:"
         if view.terminal:
             return ":white_check_mark:"
@@ -1221,6 +1270,7 @@ class Writer(threading.Thread):
             self._log(logging.WARNING, f"chatkit-trace: the writer fell behind: {self.drops['chunks']} chunk(s), "
                       f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
                       "(the traffic itself was not affected); raise chatkit_queue to keep more")
+        store.settle()  # one file after a clean stop: no -wal/-shm next to the trace
         store.close()
 
 

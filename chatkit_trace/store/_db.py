@@ -2,7 +2,10 @@
 
 One writer (the recorder's writer thread, ``import`` or ``redecode``), any
 number of readers (``check``, ``view``, ``export``).  The file runs in WAL
-mode so a viewer can follow a recording while the addon writes it.
+mode while it is written, so a viewer can follow a recording while the addon
+writes it; a writer that closes it switches it back to rollback-journal mode
+(:meth:`TraceStore.settle`), so a finished trace is one file and read-only
+readers leave no ``-wal``/``-shm`` files next to it.
 
 Errors for people: a path that is not SQLite, a SQLite file that is not a
 trace, a trace from a newer chatkit-trace: each is a
@@ -229,7 +232,8 @@ class TraceStore:
             if tables - {"_sqlite_migrations"} and not create:
                 raise TraceFormatError(f"{self.path} is a SQLite database but not a chatkit-trace recording (no meta table)")
             if readonly or not create:
-                # never turn a user's empty file into a trace behind their back
+                # Never turn a file someone pointed a command at into a trace (a
+                # zero-byte file stays zero bytes): only the recorder and import create.
                 raise TraceFormatError(f"{self.path} is empty: not a chatkit-trace recording")
             if tables - {"_sqlite_migrations"}:
                 raise TraceFormatError(f"{self.path} already holds other tables: refusing to turn it into a trace")
@@ -302,9 +306,33 @@ class TraceStore:
     def commit(self) -> None:
         self.db.conn.commit()
 
+    def settle(self) -> None:
+        """Checkpoint the WAL into the file and switch to rollback-journal
+        mode, so a finished trace is one file: no ``-wal``/``-shm`` left next
+        to it, and readers that open it read-only create none.  Skipped
+        silently while another connection has the file open (a viewer
+        following a live recording keeps WAL mode)."""
+        if self.readonly or self.path == ":memory:":
+            return
+        conn = self.db.conn
+        try:
+            conn.commit()
+            conn.execute("PRAGMA busy_timeout = 0")  # another reader: do not wait, keep WAL
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            try:
+                conn.execute("PRAGMA busy_timeout = 5000")
+            except sqlite3.Error:
+                pass
+
     def close(self) -> None:
+        """Commit and close; a writer leaves the trace as one file (:meth:`settle`)."""
         try:
             self.db.conn.commit()
+            self.settle()
         finally:
             self.db.conn.close()
 

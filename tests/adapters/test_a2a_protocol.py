@@ -9,6 +9,7 @@ from chatkit_trace.adapters import (
     EncodeContext,
     FailedUpdate,
     create_adapter,
+    fallback_error,
     load_protocol,
 )
 from chatkit_trace.adapters.a2a import A2AProtocol, ContextMismatch, state_name
@@ -240,11 +241,11 @@ def test_message_only_reply_and_file_parts() -> None:
 @pytest.mark.parametrize(
     "state,outcome",
     [
-        (
+        (  # no status message: a fallback text that keeps what was sent (CK302)
             "TASK_STATE_REJECTED",
-            ("failed", RunError("TASK_STATE_REJECTED", "the agent rejected the task")),
+            ("failed", fallback_error("TASK_STATE_REJECTED", "the agent rejected the task", sent=None)),
         ),
-        ("rejected", ("failed", RunError("rejected", "the agent rejected the task"))),
+        ("rejected", ("failed", fallback_error("rejected", "the agent rejected the task", sent=None))),
         ("TASK_STATE_AUTH_REQUIRED", ("interrupted", "auth-required")),
         ("TASK_STATE_CANCELED", ("interrupted", "canceled")),
         ("TASK_STATE_SUBMITTED", None),

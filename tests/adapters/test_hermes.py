@@ -25,6 +25,8 @@ from chatkit_trace.adapters import (
     MessageUpdate,
     PhaseUpdate,
     create_adapter,
+    fallback_error,
+    fallback_sent,
     load_protocol,
 )
 from chatkit_trace.adapters.hermes import HermesProtocol
@@ -149,6 +151,7 @@ EXPECTED = {
                     "toolCallId": f"{R_TOOL}:t0",
                     "toolName": "todo",
                     "status": "completed",
+                    "result": None,  # the wire has none: completed, empty (CK306 says why)
                 },
                 text("text:1", TOOL_TEXT),
             ),
@@ -438,9 +441,33 @@ def test_decode_status_checks_the_run() -> None:
     proto, value = HermesProtocol(), json.loads(load("runs_text.status.json"))
     assert proto.decode_status(value, SESSION, R_TEXT).id == R_TEXT
     assert proto.decode_status(value, SESSION, "run_other") is None
-    assert proto.decode_status({"status": "failed"}, SESSION, "r9").error == RunError(
-        "run.failed", "agent run failed"
+    assert proto.decode_status({"status": "failed"}, SESSION, "r9").error == fallback_error(
+        "run.failed", "agent run failed", sent=None
     )
+
+
+@pytest.mark.parametrize("sent", ["", "   ", None])
+def test_a_failure_without_text_shows_a_fallback_that_keeps_what_was_sent(sent) -> None:
+    """``run.failed`` with ``"error": ""`` (``str(exc)`` of a bare exception):
+    the UI shows "agent run failed", and the error still says the backend sent
+    nothing (CK302 reports it)."""
+    event = {"event": "run.failed", "run_id": "r1"}
+    if sent is not None:
+        event["error"] = sent
+    [update] = HermesProtocol().decode_event(event, _ctx())
+    assert update.error.message == "agent run failed" and update.error.code == "run.failed"
+    assert fallback_sent(update.error) == (True, sent)
+    [real] = HermesProtocol().decode_event({**event, "error": "HTTP 400: bad"}, _ctx())
+    assert real.error == RunError("run.failed", "HTTP 400: bad") and fallback_sent(real.error) == (False, None)
+
+
+def test_tool_completed_is_a_limit_of_the_protocol() -> None:
+    """tool.completed carries no result: the part is completed with an empty
+    result (not absent, which reads as running) and the event names the limit."""
+    proto = HermesProtocol()
+    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": False}) == ("tool-result",)
+    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": True}) == ()
+    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool": "todo"}) == ()
 
 
 def test_event_known() -> None:

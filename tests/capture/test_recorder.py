@@ -478,7 +478,9 @@ def test_each_finished_run_is_derived_and_logged_once(harness, caplog):
     assert runs["r1"]["status"] == "completed" and runs["r1"]["facts"] > 0
     lines = [r.getMessage() for r in caplog.records if "run r1:" in r.getMessage() or "run r2:" in r.getMessage()]
     assert len(lines) == 2
-    assert lines[0].startswith("chatkit-trace: session s1 run r1: completed, ") and lines[0].endswith("no rejections")
+    assert lines[0].startswith("chatkit-trace: session s1 run r1: completed, ") and lines[0].endswith("no rejections; no findings")
+    # the late chunk is lost output: no rejection, but check's CK101, and the line says so
+    assert lines[1].endswith("no rejections; findings: CK101 error"), lines[1]
     facts = list(store.rows("facts"))
     assert facts and {f["session_id"] for f in facts} == {"s1"}
 

@@ -146,30 +146,66 @@ def test_the_trace_was_recorded_through_the_addon_and_checked(demo):
         )
 
 
-def test_ctrl_c_stops_the_demo_and_every_process_it_started(tmp_path):
-    db = tmp_path / "interrupted.db"
+def _interrupt(db: Path, ready) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    """Start the demo (every event paced a minute: it cannot finish on its own),
+    SIGINT it once ``ready(proc, stdout_so_far)`` holds; (code, stdout, stderr)."""
+    import threading
+
     proc = subprocess.Popen(
-        [*DEMO, "--db", str(db)],
+        [*DEMO, "--db", str(db), "--pace-ms", "60000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
     )
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 30
-        while (
-            not [p for p in _processes_naming(str(db)) if p != proc.pid]
-            and time.monotonic() < deadline
-        ):
+        deadline = time.monotonic() + 60
+        while not ready(proc, b"".join(out).decode()) and time.monotonic() < deadline:
+            assert proc.poll() is None, (b"".join(out), proc.stderr.read())
             time.sleep(0.02)
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.3)
+        assert ready(proc, b"".join(out).decode()), "the demo never reached the point to interrupt"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(60)
+        reader.join(10)
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, (out, err)
-    assert b"Traceback" not in err
+    return proc.returncode, b"".join(out).decode(), err.decode()
+
+
+def test_ctrl_c_stops_the_demo_and_every_process_it_started(tmp_path):
+    db = tmp_path / "interrupted.db"
+    code, out, err = _interrupt(db, lambda proc, _: [p for p in _processes_naming(str(db)) if p != proc.pid])
+    assert code == 130, (out, err)
+    assert "Traceback" not in err
+    assert not _processes_naming(str(db))
+
+
+def test_an_early_ctrl_c_is_clean(tmp_path):
+    """Ctrl-C while the commands are still being imported (the first second on a
+    loaded machine), or before the demo started its proxy: 130, no traceback."""
+    from chatkit_trace import cli
+
+    calls = []
+
+    def interrupted(name: str) -> None:  # the user presses Ctrl-C during the imports
+        calls.append(name)
+        raise KeyboardInterrupt
+
+    original = cli.importlib.import_module
+    cli.importlib.import_module = interrupted
+    try:
+        assert cli.main(["demo", "--no-view"]) == 130
+    finally:
+        cli.importlib.import_module = original
+    assert calls == [next(iter(cli.COMMANDS.values()))]
+    db = tmp_path / "early.db"
+    code, out, err = _interrupt(db, lambda proc, out: "chatkit-trace demo: recording" in out)
+    assert code == 130, (out, err)
+    assert "Traceback" not in err and err == "", err
     assert not _processes_naming(str(db))
 
 
@@ -245,3 +281,20 @@ def test_in_a_terminal_the_demo_opens_the_viewer_and_returns_when_it_closes(tmp_
         assert quit_sent, text[-2000:]
     assert proc.returncode == 0, text[-2000:]
     assert not _processes_naming(str(db))
+
+
+def test_the_demo_points_the_viewer_at_the_first_run_with_a_finding(demo):
+    db, proc, _ = demo
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("look at it:")]
+    words = line.split()
+    session, run = words[words.index("--session") + 1], words[words.index("--run") + 1]
+    check = subprocess.run(
+        [sys.executable, "-m", "chatkit_trace.cli", "check", str(db), "--format", "json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    findings = json.loads(check.stdout)["findings"]
+    bad = [(f["session_id"], f["run_id"]) for f in findings if f["severity"] in ("error", "warning") and f["run_id"]]
+    assert (session, run) in bad
+    order = [s.id for s in DEMO_SESSIONS]
+    assert order.index(session) == min(order.index(s) for s, _ in bad)  # the first bug, not the clean session
+    assert session != order[0]

@@ -13,7 +13,8 @@ Query parameters of a run: ``n`` events (default 5), ``delay`` seconds
 between writes, ``enc`` (``gzip``, ``br``, ``zstd``, ``deflate``), ``split``
 (``event``: one write per event, ``tiny``: 7-byte writes, ``bulk``: one
 write), ``reset_after`` (abort the connection after that many events),
-``hold`` (wait for ``POST /release/{key}`` after the first event).
+``hold`` (wait for ``POST /release/{key}`` after the first event), ``late``
+(one more text event after ``done``).
 """
 
 from __future__ import annotations
@@ -171,6 +172,8 @@ class Backend:
         key = request.headers.get("X-Test-Key", run_id)
         q = request.query
         events = run_events(run_id, int(q.get("n", 5)), pad=int(q.get("pad", 0)))
+        if q.get("late"):  # a chunk after the terminal (CK101)
+            events.append({"type": "text", "text": "late"})
         self.history.setdefault(sid, []).append(
             {"id": run_id, "status": "completed", "input": body.get("text", ""), "created_at": int(time.time() * 1000),
              "frames": [{"id": f"e{i}", "event": ev} for i, ev in enumerate(events)]}

@@ -235,8 +235,16 @@ async def test_kill_9_mid_flight_loses_no_committed_batch_and_the_file_records_a
     store = stopped_store(again, db)
     runs = {r["run_id"]: r for r in store.rows("runs")}
     assert runs["after"]["status"] == "completed"
-    assert {f"k{i:02d}" for i in range(n)} <= set(runs)
+    killed = {f"k{i:02d}" for i in range(n)}
+    assert killed <= {e.run_id for e in store.exchanges()}  # the killed recording's exchanges are kept
     assert len(store.get_meta("recordings")) == 2
+    store.close()
+    # check never writes to its input (issue 14); redecode derives what the
+    # killed recorder never got to
+    done = subprocess.run([str(BIN / "chatkit-trace"), "redecode", str(db)], capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    store = TraceStore(db, readonly=True)
+    assert killed | {"after"} <= {r["run_id"] for r in store.rows("runs")}
     assert store.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store.close()
 

@@ -108,7 +108,7 @@ def test_runs_surface(hermes_peer: HermesServer, what: str) -> None:
     expected = {
         "text": [{"id": "text:0", "type": "text", "text": "Hello from the fake model."}],
         "tool": [
-            tool_part(rid),
+            {**tool_part(rid), "result": None},  # tool.completed has no result: completed, empty (CK306)
             {"id": "text:1", "type": "text", "text": TOOL_TEXT},
         ],  # "\n\n" dropped
         "reasoning": [

@@ -123,4 +123,7 @@ def test_readable_with_plain_sqlite(tmp_path):
     store.close()
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM frames WHERE event_id = 'e1'").fetchone() == (1,)
-    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    # a closed trace is one file: rollback-journal mode, no -wal/-shm for readers to leave behind
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.db"]

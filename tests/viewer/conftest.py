@@ -33,7 +33,7 @@ def corpus_trace(folder: Path, name: str, *, check: bool = False) -> Path:
     if check:
         from chatkit_trace.checkcmd import run_check
 
-        run_check(str(path))
+        run_check(str(path), store_results=True)  # the derived tables the viewer reads
     return path
 
 
@@ -117,7 +117,7 @@ def combined_trace(path: Path, names: list[str], *, check: bool = False) -> Path
     if check:
         from chatkit_trace.checkcmd import run_check
 
-        run_check(str(path))
+        run_check(str(path), store_results=True)  # the derived tables the viewer reads
     return path
 
 

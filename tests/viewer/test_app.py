@@ -423,3 +423,47 @@ async def test_rows_show_facts_from_the_replay_before_analysis(tmp_path):
         await pilot.press("down", "down", "down")
         await ready(pilot)
         assert [c[0] for c in view.row_cells(2)[2]] == ["message ✓"]
+
+
+@pytest.mark.parametrize("modal", ["e", "question_mark"])
+async def test_q_quits_while_a_modal_is_open(traces, tmp_path, modal):
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    app = ViewerApp(traces("CK101-direct", check=True), poll=0, session="s1", run="r1", export_dir=exports)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen))
+        await ready(pilot)
+        await pilot.press(modal)
+        assert isinstance(app.screen, (ExportScreen, HelpScreen))
+        assert app.return_code is None
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0  # the app is exiting
+    assert not list(exports.iterdir())  # quitting the export modal writes nothing
+
+
+async def test_a_wrong_profile_recording_opens_with_the_right_profile(tmp_path):
+    """--profile re-classifies a recording made with the wrong one (in a temporary
+    copy the viewer reads and removes; the trace itself is not changed)."""
+    import shutil
+    from pathlib import Path
+
+    from chatkit_trace.capture import load_profile
+    from chatkit_trace.loading import reclassify
+    from chatkit_trace.viewer import open_source
+
+    trace = tmp_path / "openai.db"
+    shutil.copy(Path(__file__).resolve().parents[2] / "recordings" / "traces" / "openai.db", trace)
+    with TraceStore(trace) as store:
+        reclassify(store, load_profile("adk"))  # as if recorded with --profile adk
+    before = trace.read_bytes()
+    source = open_source(trace, "openai")
+    assert source.temporary and source.path != str(trace)
+    app = ViewerApp(source, profile="openai", poll=0, side_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        runs = app.screen.query_one(RunsTable).runs
+        assert len(runs) == 6 and {r.status for r in runs} >= {"completed", "failed"}
+    source.discard()
+    assert not Path(source.path).exists()
+    assert trace.read_bytes() == before
