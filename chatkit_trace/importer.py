@@ -630,9 +630,7 @@ def run(args: argparse.Namespace) -> int:
             if progress_ctx is not None:
                 progress_ctx.stop()
         store.set_meta("output", str(out))
-        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        store.db.execute("PRAGMA journal_mode = DELETE")
-        store.close()
+        store.close()  # committed and settled: one file, no -wal/-shm to leave behind
         store = None
         if out.exists():
             _remove(out)

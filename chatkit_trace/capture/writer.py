@@ -420,10 +420,8 @@ class Writer(threading.Thread):
         store = self.store
         stop = False
         syncs: list[threading.Event] = []
-        conn = store.db.conn
         try:
-            if not conn.in_transaction:
-                conn.execute("BEGIN")
+            store.begin()
         except sqlite3.Error as err:
             self._internal_error("store", err)
         for item in items:
@@ -478,7 +476,7 @@ class Writer(threading.Thread):
         except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
             self.frames = []
             try:
-                store.db.conn.rollback()
+                store.rollback()
             except Exception:  # noqa: BLE001, S110 - the batch is lost either way
                 pass
             self._internal_error("store", err)
@@ -988,15 +986,9 @@ class Writer(threading.Thread):
             return
         self.last_cap_check = time.time()
         store = self.store
-        conn = store.db.conn
         dropped_before = self.capped["exchanges"]
         if cfg.max_age:
-            limit = time.time() - cfg.max_age
-            rows = conn.execute(
-                "SELECT id, session_id FROM exchanges WHERE coalesce(ended_at, started_at) < ? ORDER BY started_at, id",
-                [limit],
-            ).fetchall()
-            rows = [r for r in rows if r[0] not in self.open_indexes]
+            rows = [r for r in store.exchange_ages(ended_before=time.time() - cfg.max_age) if r[0] not in self.open_indexes]
             if rows:
                 self._prune(rows, "by_age")
         if cfg.max_db_bytes:
@@ -1004,8 +996,7 @@ class Writer(threading.Thread):
             for _ in range(50):
                 if self.recorded_bytes <= cfg.max_db_bytes:
                     break
-                rows = conn.execute("SELECT id, session_id FROM exchanges ORDER BY started_at, id").fetchall()
-                rows = [r for r in rows if r[0] not in self.open_indexes]
+                rows = [r for r in store.exchange_ages() if r[0] not in self.open_indexes]
                 if not rows:
                     self.over_cap = True
                     break
@@ -1019,38 +1010,14 @@ class Writer(threading.Thread):
 
     def _recorded_bytes(self, ids: list[int] | None = None) -> int:
         """The size of recorded exchanges and frames (all, or of exchanges ``ids``), as counted for the cap."""
-        conn = self.store.db.conn
-        where, params = "", []
-        if ids is not None:
-            where = f" WHERE {{col}} IN ({','.join('?' * len(ids))})"
-            params = ids
-        f = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0), COALESCE(SUM(LENGTH(raw)), 0) FROM frames"
-            + where.format(col="exchange_id"),
-            params,
-        ).fetchone()
-        e = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(request_body)), 0) + COALESCE(SUM(LENGTH(response_body)), 0)"
-            " + COALESCE(SUM(LENGTH(request_headers)), 0) + COALESCE(SUM(LENGTH(response_headers)), 0)"
-            " + COALESCE(SUM(LENGTH(url)), 0) FROM exchanges" + where.format(col="id"),
-            params,
-        ).fetchone()
-        return int(f[0] * _FRAME_ROW + f[1] + f[2] + e[0] * _EXCHANGE_ROW + e[1])
+        frames, frame_bytes, exchanges, exchange_bytes = self.store.recorded_sizes(ids)
+        return frames * _FRAME_ROW + frame_bytes + exchanges * _EXCHANGE_ROW + exchange_bytes
 
     def _prune(self, rows: list[tuple[int, str | None]], why: str) -> None:
-        conn = self.store.db.conn
         ids = [r[0] for r in rows]
-        frames = 0
         for i in range(0, len(ids), 500):
             self.recorded_bytes -= self._recorded_bytes(ids[i : i + 500])
-        with conn:
-            for i in range(0, len(ids), 500):
-                part = ids[i : i + 500]
-                marks = ",".join("?" * len(part))
-                frames += conn.execute(f"DELETE FROM frames WHERE exchange_id IN ({marks})", part).rowcount
-                conn.execute(f"DELETE FROM exchanges WHERE id IN ({marks})", part)
-                for table in ("facts", "frame_results", "history_reads"):  # their sessions are re-derived
-                    conn.execute(f"DELETE FROM {table} WHERE exchange_id IN ({marks})", part)
+        frames = self.store.delete_exchanges(ids)
         self.capped["exchanges"] += len(ids)
         self.capped["frames"] += frames
         self.capped[why] += len(ids)
@@ -1176,8 +1143,7 @@ class Writer(threading.Thread):
         if store is None:
             return
         try:
-            if not store.db.conn.in_transaction:
-                store.db.conn.execute("BEGIN")
+            store.begin()
             for st in list(self.flows.values()):
                 if st.ended:
                     continue

@@ -18,6 +18,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +357,12 @@ class TraceStore:
 
     def rollback(self) -> None:
         self.db.conn.rollback()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit what the block wrote, or roll it back when it raises."""
+        with self.db.conn:
+            yield
 
     def copy(self, path: str | Path) -> TraceStore:
         """A copy of this trace at ``path``, opened for writing (SQLite's online
