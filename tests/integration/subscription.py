@@ -44,12 +44,14 @@ def record_session(
     history: bool = False,
     passive: str | None = None,
     answer: list[str] | None = None,
+    history_answer: list[str] | None = None,
     text: str | None = None,
     profile: str = "myproto",
 ) -> Recorded:
     """One page session: subscribe, send each run (waiting for its ``done``),
     optionally a run another client starts and a history read, then close."""
-    backend.configure(sid, mode=mode, close_after=list(close_after), **({"answer": answer} if answer else {}))
+    backend.configure(sid, mode=mode, close_after=list(close_after), **({"answer": answer} if answer else {}),
+                      **({"history_answer": history_answer} if history_answer is not None else {}))
     p = mitmdump(upstream=backend.url, db=db, profile=profile)
     procs.append(p)
     context = browser.new_context()

@@ -23,7 +23,9 @@ Options per session (``PUT /_test/sessions/{sid}``, JSON):
 * ``answer``: the text chunks every run answers with;
 * ``pace``: seconds between a run's events;
 * ``input_on_start``: the ``started`` event carries the run's input (how
-  the protocol can carry another client's input).
+  the protocol can carry another client's input);
+* ``history_answer``: the bug: history keeps these text chunks instead of
+  the ones the stream sent (a refresh changes the answer: CK201).
 
 ``GET /page?sid=S`` is a page that subscribes with a real ``EventSource``
 and sends with ``fetch`` (``window.send(runId, text)``,
@@ -86,6 +88,7 @@ class Options:
     answer: list[str] = field(default_factory=lambda: ["One ", "two ", "three"])
     pace: float = 0.02
     input_on_start: bool = False
+    history_answer: list[str] | None = None
 
 
 @dataclass
@@ -275,11 +278,22 @@ class SubscriptionBackend:
         return web.json_response(
             {
                 "runs": [
-                    {"id": r.id, "status": r.status, "input": r.input, "created_at": r.created_at, "frames": list(r.frames)}
+                    {"id": r.id, "status": r.status, "input": r.input, "created_at": r.created_at,
+                     "frames": self._history_frames(s, r)}
                     for r in s.runs.values()
                 ]
             }
         )
+
+    @staticmethod
+    def _history_frames(s: Session, run: Run) -> list[dict[str, Any]]:
+        chunks = iter(s.options.history_answer or ())
+        out = []
+        for f in run.frames:
+            if s.options.history_answer is not None and f["event"].get("type") == "text":
+                f = {"id": f["id"], "event": {**f["event"], "text": next(chunks, "")}}
+            out.append(f)
+        return out
 
     async def set_options(self, request: web.Request) -> web.Response:
         body = await request.json()
