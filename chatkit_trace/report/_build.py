@@ -540,7 +540,10 @@ class _Builder:
         out = []
         for c in _comparisons(ctx):
             diffs, renamed = c.diff()
-            pairs = _pairs(SimpleNamespace(live=c.live, history=c.seen, renamed=renamed))  # type: ignore[arg-type]
+            # history messages of a renamed run that a live message pairs with by content stand next to it
+            targets = {b for _, b in renamed}
+            seen = list(c.seen) + [m for m in c.candidates if m.id in targets and m not in c.seen]
+            pairs = _pairs(SimpleNamespace(live=c.live, history=seen, renamed=renamed))  # type: ignore[arg-type]
             out.append(
                 {
                     "run": c.run_id,

@@ -248,7 +248,8 @@
 
   // ------------------------------------------------------------------ runs and filters
   const runFindings = RUNS.map(() => []);
-  FINDINGS.forEach((f, i) => { if (f.run != null && f.r != null) runFindings[f.run].push(i); });
+  // a run's findings, and the trace-wide ones whose decisive frame is on its timeline
+  FINDINGS.forEach((f, i) => { if (f.run != null) runFindings[f.run].push(i); });
   const state = { view: 'runs', filtered: [], run: null, sess: null, rows: null, raw: false, textHits: new Map(), finding: -1 };
 
   function fillCodes() {
@@ -321,7 +322,10 @@
     runsList.set(state.filtered.length, cursor < 0 ? 0 : cursor,
       RUNS.length ? 'no run matches the filter (Esc clears it)' : 'no run in this trace (no exchange matched a run route of the profile)');
     const pendingSearch = ws.some((w) => state.textHits.get(w) === 'pending');
-    $('runs-count').textContent = `${state.filtered.length} of ${RUNS.length} run(s)` + (pendingSearch ? ' · searching frame text…' : '');
+    const count = $('runs-count');
+    count.textContent = `${state.filtered.length} of ${RUNS.length} run(s)` + (pendingSearch ? ' · searching frame text…' : '');
+    count.dataset.q = ws.join(' ');
+    count.dataset.busy = pendingSearch ? '1' : '';
     const table = $('findings-table');
     if (table) {
       let shown = 0;
@@ -408,15 +412,15 @@
 
   async function openRun(i, frame) {
     const r = RUNS[i];
+    state.view = 'run';
+    $('runs-view').hidden = true; $('summary').hidden = true; $('run-view').hidden = false;
+    document.title = `${r.r} · ${INDEX.title}`;
     if (state.run !== i || !state.sess) {
       state.run = i; state.finding = -1;
-      state.view = 'run';
-      $('runs-view').hidden = true; $('summary').hidden = true; $('run-view').hidden = false;
       $('run-h').textContent = `Run ${r.r}`;
       $('run-meta').replaceChildren(
         el('span', { class: 'badge ' + statusClass(r.st), text: r.st }), ' ',
         `session ${r.s} · ${r.out} · origin ${r.o || '-'} · ${r.fr} frame(s), ${r.fa} fact(s), ${r.rj} rejected` + (r.d != null ? ` · ${fmtDur(r.d)}` : ''));
-      document.title = `${r.r} · ${INDEX.title}`;
       $('tl-count').textContent = 'loading…';
       state.sess = null;
       const s = await session(r.b);
@@ -554,7 +558,7 @@
       body = `${v.toolName} · ${v.status}` + (v.args !== undefined ? ` · args ${short(v.args, 300)}` : '') +
         (v.result !== undefined ? ` → ${short(v.result, 300)}` : '') + (v.error !== undefined ? ` · error ${short(v.error, 200)}` : '');
     } else body = short(v, 600);
-    return el('div', { class: 'part' }, head, el('span', { class: 'text', text: body }));
+    return el('div', { class: 'part' }, head, el('span', { class: 'value', text: body }));
   }
   function renderSnapshot(snap, ref, version) {
     const r = RUNS[state.run];
@@ -731,7 +735,7 @@
       return el('button', { type: 'button', class: 'finding-item sev-' + f.sev, 'data-code': f.code, 'data-i': String(fi),
         onclick: () => jumpToFinding(n) },
       el('span', { class: 'sev sev-' + f.sev, text: f.sev }), ' ', el('b', { class: 'mono', text: f.code }),
-      ` (${f.rule}) ${f.msg}`, el('span', { class: 'muted', text: decisive ? `  · decisive frame ${decisive}` : '' }),
+      ` (${f.rule}) ${f.msg}`, el('span', { class: 'muted', text: (f.r == null ? '  · trace-wide' : '') + (decisive ? `  · decisive frame ${decisive}` : '') }),
       el('span', { class: 'rule-text', text: (info.text || info.when || '') }));
     }));
   }
