@@ -653,6 +653,11 @@ def write_report(
                 loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, hooks=builder.hooks(),
                 on_session=on_session,
             )
+            if not counts["sessions"]:
+                raise ReportError(
+                    f"nothing to report: no exchange of {src.name} matched a route of the profile "
+                    f"({loaded.profile or 'the recorded one'}; is --profile right?)"
+                )
             if plain is not None:
                 warnings.extend(_scrub_changes(plain, findings))
             shown = [f for f in findings if keep is None or keep(f)]

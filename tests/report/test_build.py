@@ -286,6 +286,17 @@ def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert not (tmp_path / "r.html").exists()
 
 
+def test_nothing_to_report_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from chatkit_trace.store import TraceStore
+
+    empty = tmp_path / "empty.db"
+    with TraceStore(empty, create=True) as store:
+        store.set_meta("protocol", "myproto")
+    assert main(["report", str(empty), "-o", str(tmp_path / "r.html")]) == 2
+    assert "nothing to report" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_a_failure_leaves_no_half_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from chatkit_trace.report import _build
 
