@@ -105,7 +105,7 @@ def _fact(fact: Any) -> dict[str, Any]:
     message = getattr(fact, "message", None)
     text = getattr(message, "text", None)
     if isinstance(text, str) and text:
-        data["preview"] = text if len(text) <= 80 else "…" + text[-79:]
+        data["preview"] = text if len(text) <= 48 else "…" + text[-47:]
     return data
 
 

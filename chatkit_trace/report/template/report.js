@@ -82,20 +82,28 @@
   async function gunzipJSON(id) {
     const node = $(id);
     if (!node) throw new Error('the report has no data block ' + id);
+    if (typeof DecompressionStream === 'undefined') {
+      throw new Error('this browser cannot decompress the report\'s frames (DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 or newer); the findings above are complete');
+    }
     const bytes = b64bytes(node.textContent.trim());
     const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
     return JSON.parse(await new Response(stream).text());
   }
+  /* Decoded sessions are kept for the few most recently used (a big trace is never held whole). */
+  const KEEP = 12;
   const sessionCache = new Map();
   const detailCache = new Map();
-  function session(b) {
-    if (!sessionCache.has(b)) sessionCache.set(b, gunzipJSON('s' + b).then((d) => new Session(b, d)));
-    return sessionCache.get(b);
+  function remember(cache, key, make) {
+    let v = cache.get(key);
+    if (v) cache.delete(key); else v = make();
+    cache.set(key, v);
+    while (cache.size > KEEP) cache.delete(cache.keys().next().value);
+    return v;
   }
-  function details(b) {
-    if (!detailCache.has(b)) detailCache.set(b, gunzipJSON('d' + b));
-    return detailCache.get(b);
-  }
+  function session(b) { return remember(sessionCache, b, () => gunzipJSON('s' + b).then((d) => new Session(b, d))); }
+  function details(b) { return remember(detailCache, b, () => gunzipJSON('d' + b)); }
+  /* For a scan (search): a cached session, or one decoded for the occasion and let go. */
+  function peekSession(b) { return sessionCache.has(b) ? sessionCache.get(b) : gunzipJSON('s' + b).then((d) => new Session(b, d)); }
 
   // ------------------------------------------------------------------ snapshots
   function emptySnap() { return { runs: [], msgs: [], status: 'unknown', hist: false }; }
@@ -178,10 +186,11 @@
         const row = e.target.closest('[data-row]');
         if (!row || e.target.closest('a')) return;
         this.move(Number(row.dataset.row));
+        if (this.clickOpens && this.open) this.open(Number(row.dataset.row));
       });
       node.addEventListener('dblclick', (e) => {
         const row = e.target.closest('[data-row]');
-        if (row && this.open) this.open(Number(row.dataset.row));
+        if (row && this.open && !this.clickOpens) this.open(Number(row.dataset.row));
       });
       new ResizeObserver(() => this.paint()).observe(node);
     }
@@ -299,7 +308,7 @@
     $('runs-count').textContent = 'searching frame text…';
     const found = new Map(pending.map((w) => [w, new Set()]));
     for (let b = 0; b < INDEX.blobs.length; b++) {
-      const s = await session(b);
+      const s = await peekSession(b);
       const X = s.ev.X, E = s.ev.E;
       for (let k = 0; k < s.n; k++) {
         const t = X[k];
@@ -366,6 +375,7 @@
     render: renderRun,
     open: (k) => { if (state.filtered.length) location.hash = runLink(state.filtered[k]); },
   });
+  runsList.clickOpens = true; // a run's row is a link
 
   // ------------------------------------------------------------------ routing
   function params() {
@@ -378,6 +388,8 @@
   }
   function showRuns() {
     state.view = 'runs';
+    delete document.documentElement.dataset.run;
+    delete document.documentElement.dataset.frame;
     $('run-view').hidden = true;
     $('runs-view').hidden = false;
     $('summary').hidden = false;
