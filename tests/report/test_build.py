@@ -339,3 +339,30 @@ def test_sessions_are_written_as_they_are_analysed(tmp_path: Path, monkeypatch: 
     make_report(trace)
     assert reads == [0, 2, 4]  # session k is replayed after sessions < k were written
     assert sizes == sorted(sizes) and seen == ["s0", "d0", "s1", "d1", "s2", "d2"]
+
+
+def test_text_colours_keep_their_contrast_in_light_and_dark() -> None:
+    """WCAG AA (4.5:1) for every text colour against the page, panel and selection backgrounds."""
+    from chatkit_trace.report._html import template
+
+    css = template("report.css")
+    light = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", css.split("@media (prefers-color-scheme: dark)")[0]))
+    dark = {**light, **dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", css.split("@media (prefers-color-scheme: dark)")[1].split("}\n}")[0]))}
+
+    def lum(h: str) -> float:
+        def f(c: float) -> float:
+            return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+        r, g, b = (int(h[i : i + 2], 16) / 255 for i in (1, 3, 5))
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b)
+
+    def ratio(a: str, b: str) -> float:
+        hi, lo = sorted((lum(a), lum(b)), reverse=True)
+        return (hi + 0.05) / (lo + 0.05)
+
+    for scheme in (light, dark):
+        for text in ("fg", "muted", "accent", "err", "warn", "ok", "info"):
+            for back in ("bg", "panel", "diff-bg"):
+                assert ratio(scheme[text], scheme[back]) >= 4.5, (text, back, scheme[text], scheme[back])
+        for text in ("sel-fg", "err", "muted"):
+            assert ratio(scheme[text], scheme["sel"]) >= 4.5, (text, "sel")
