@@ -300,12 +300,10 @@
     return true;
   }
   let searchToken = 0;
-  async function searchText(ws) {
-    const pending = ws.filter((w) => w.length >= 3 && !state.textHits.has(w));
+  /* Words of three letters or more are searched in every frame's text too (each session decoded in turn). */
+  async function searchText(pending) {
     if (!pending.length) return;
     const token = ++searchToken;
-    for (const w of pending) state.textHits.set(w, 'pending');
-    $('runs-count').textContent = 'searching frame text…';
     const found = new Map(pending.map((w) => [w, new Set()]));
     for (let b = 0; b < INDEX.blobs.length; b++) {
       const s = await peekSession(b);
@@ -323,6 +321,8 @@
   }
   function applyFilter(keep) {
     const code = $('f-code').value, sev = $('f-sev').value, status = $('f-status').value, ws = words();
+    const pending = ws.filter((w) => w.length >= 3 && !state.textHits.has(w));
+    for (const w of pending) state.textHits.set(w, 'pending');
     const before = runsList.count ? state.filtered[runsList.cursor] : null;
     state.filtered = [];
     for (let i = 0; i < RUNS.length; i++) if (runMatches(i, code, sev, status, ws)) state.filtered.push(i);
@@ -345,7 +345,7 @@
       }
       $('summary-h').textContent = shown === FINDINGS.length ? `Findings (${FINDINGS.length})` : `Findings (${shown} of ${FINDINGS.length})`;
     }
-    searchText(ws);
+    searchText(pending).catch(fail);
   }
   function runLink(i, frame) {
     const r = RUNS[i];
