@@ -51,8 +51,11 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module: Playwright's sync API runs an event loop in
+    this thread while it is open, so it must be closed before another module's
+    tests call ``asyncio.run`` (pytest-randomly keeps a module's tests together)."""
     if not Path(CHROMIUM).exists():
         _unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
     try:
