@@ -20,6 +20,7 @@ viewer's side-by-side cells (``viewer.diff``).
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import os
 import time
@@ -100,6 +101,7 @@ def _fact(fact: Any) -> dict[str, Any]:
     """A fact for the page: what the trace stores of it (message content
     summarised), its event id, and a preview of a message's text."""
     data = fact_summary(fact)
+    data.pop("at", None)  # the frame's time is the row's
     if getattr(fact, "event_id", None) is not None:
         data["eventId"] = fact.event_id
     message = getattr(fact, "message", None)
@@ -639,6 +641,9 @@ def write_report(
     if _same_file(src, out):
         raise ReportError(f"{out} is the trace itself: a report never overwrites its input")
     loaded = open_trace(src, profile=profile)
+    # What is alive now (modules, the CLI) lives on: the collector need not
+    # walk it again for every generation-2 pass of the long replay.
+    gc.freeze()
     tmp = out.with_name(f".{out.name}.tmp")
     title = title or f"chatkit-trace report: {src.name}"
     try:
@@ -699,6 +704,7 @@ def write_report(
             raise
         tmp.replace(out)
     finally:
+        gc.unfreeze()
         loaded.close()
         if tmp.exists():
             tmp.unlink()
