@@ -110,6 +110,10 @@ def test_deep_link_to_a_frame(corpus_report: Any, open_report: Any) -> None:
     page.evaluate("location.hash = '#session=s1&run=r1&frame=0'")
     wait_frame(page, "0")
     assert "POST" in page.inner_text("#detail-body")
+    # the run alone names it when its id is unique (the form: #run=…&frame=12:4)
+    short = open_report(path, "#run=r1&frame=0:3")
+    assert short.get_attribute("html", "data-frame") == "0:3"
+    assert short.get_attribute("html", "data-run") == "s1/r1"
     # a run the report does not have: said, not a blank page
     other = open_report(path, "#session=s1&run=nope")
     assert other.is_visible("#runs-view") and "no run nope" in other.inner_text("#route-notice")
