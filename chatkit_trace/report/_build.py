@@ -42,7 +42,7 @@ from ..trace import Exchange
 from ..wire import Frame
 from ._html import HtmlWriter
 from ._rules import rule_text
-from ._snapshot import SnapshotDiffer, message_json
+from ._snapshot import SnapshotDiffer
 
 __all__ = ["ReportError", "ReportResult", "write_report"]
 
@@ -184,14 +184,6 @@ class _SessionData:
             if f.at:
                 last = max(last, f.at)
         return (max(ex.ended_at or last, last), ex.index, 2, END)
-
-
-def _ref(ex: int, idx: int) -> str:
-    if idx == START:
-        return str(ex)
-    if idx == END:
-        return f"{ex}:end"
-    return f"{ex}:{idx}"
 
 
 def _parse_ref(ref: str) -> tuple[int, int] | None:
