@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.mitmdump, pytest.mark.slow]
 SID = "s-[bold]x"
 RUN = "r[/code]1"
 RUN2 = "r2\\"  # a run id ending in a backslash
-ANSWER = ["[bold]One[/bold] ", "[/code] ", "[link=https://example.test/x]three[/link] ", "[$text-muted]four ", "C:\\"]
-HISTORY = ["[bold]One[/bold] ", "[/code] ", "[link=https://example.test/x]three[/link] ", "[i]FOUR ", "C:\\"]
+ANSWER = ["[bold]One[/bold] ", "[/code] ", "[link=https://example.test/x]three[/link] ", "[$text-muted]four ",
+          "<b>five</b> ", "C:\\"]
+HISTORY = ["[bold]One[/bold] ", "[/code] ", "[link=https://example.test/x]three[/link] ", "[i]FOUR ",
+           "<b>five</b> ", "C:\\"]
 LIVE_TEXT = "".join(ANSWER)
 HISTORY_TEXT = "".join(HISTORY)
 INPUT = "[red]hi[/red] \\"
@@ -173,3 +175,26 @@ async def test_the_viewer_shows_recorded_text_as_it_was_recorded(recorded, tmp_p
         panel = screen.query_one("#snapshot").body.render()
         dimmed = [sp for sp in panel.spans if "dim" in str(sp.style)]
         assert dimmed and max(sp.end for sp in dimmed) < panel.plain.index("assistant:" + RUN2), (dimmed, panel.plain)
+
+
+def test_the_html_report_shows_recorded_text_as_it_was_recorded(recorded, tmp_path):
+    out_html = tmp_path / "report.html"
+    out = _cli("report", str(recorded.db), "-o", str(out_html))
+    _no_trouble(out)
+    assert out.returncode == 0 and out_html.is_file(), out.stdout + out.stderr
+    with chromium() as browser:
+        page = browser.new_page()
+        try:
+            page.goto(out_html.resolve().as_uri())
+            page.wait_for_selector("html[data-ready='1']", state="attached", timeout=15_000)
+            table = page.inner_text("#findings-table")
+            assert "[$text-muted]four" in table and "[i]FOUR" in table and "<b>five</b>" in table, table
+            assert page.locator("#findings-table b").count() == 0  # the backend's <b> is text, not an element
+            runs = page.inner_text("#runs-view")
+            assert SID in runs and RUN in runs and RUN2 in runs
+            page.click(f"#findings-table tr[data-code='CK201'] a.frame-link >> nth=0")
+            page.wait_for_selector("#run-view:not([hidden])")
+            body = page.inner_text("#cmp-body")
+            assert "[link=https://example.test/x]three[/link]" in body and "C:\\" in body, body
+        finally:
+            page.close()
