@@ -25,7 +25,7 @@ from .proxy import BIN, Proc
 from .subscription import Recorded, record_session
 from .subscription_backend import subscription_backend
 
-pytestmark = [pytest.mark.mitmdump, pytest.mark.slow]
+pytestmark = [pytest.mark.mitmdump, pytest.mark.slow, pytest.mark.browser]
 
 SID = "s-[bold]x"
 RUN = "r[/code]1"

@@ -23,7 +23,7 @@ from .proxy import Proc
 from .subscription import check, record_session, subscriptions
 from .subscription_backend import SubscriptionBackend, subscription_backend
 
-pytestmark = [pytest.mark.mitmdump, pytest.mark.slow]
+pytestmark = [pytest.mark.mitmdump, pytest.mark.slow, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
