@@ -381,8 +381,9 @@ def repeat_frames(ctx: Context) -> set[tuple[int, int | None]]:
 
 
 def skip_causes(ctx: Context) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """(session, run) -> the resume that skipped events of that run (the cause
-    of what a later history read holds and the live stream never showed)."""
+    """(session, run) -> the resume that skipped or reordered events of that
+    run (the cause of what a later history read holds and the live stream
+    never showed, or showed in another order)."""
     out: dict[tuple[str, str | None], dict[str, Any]] = {}
     for c in session_resumes(ctx):
         for p in c.problems:
@@ -390,6 +391,11 @@ def skip_causes(ctx: Context) -> dict[tuple[str, str | None], dict[str, Any]]:
                 out.setdefault((c.session_id, p.other[0] or p.item.run), {
                     "code": "CK404", "reason": "skipped by a resume", "frame": p.item.ref, "at": c.started_at,
                 })
+            elif p.kind == "reorder":
+                for it in c.reordered:
+                    out.setdefault((c.session_id, it.run), {
+                        "code": "CK404", "reason": "reordered by a resume", "frame": p.item.ref, "at": c.started_at,
+                    })
     return out
 
 

@@ -120,3 +120,20 @@ def test_per_run_ids_are_matched_with_their_run():
     specs[-1] = sub(1, b, cursor="e1")  # r2 again from its start
     [f] = judge(specs)[0]
     assert f.code == "CK404" and f.detail["repeated"] == ["e0", "e1"] and f.run_id == "r2"
+
+
+def test_what_a_reorder_did_to_the_answer_is_the_resumes_not_a_ck201():
+    r = run_events("r1", [1, 2, 3, 4, 5, 6], ("One ", "two ", "three ", "four"))
+    history = {"capability": "history", "session": "s1", "t": 2, "json": {"runs": [
+        {"id": "r1", "status": "completed", "input": "hi r1", "created_at": 1,
+         "frames": [{"id": e["id"], "event": {k: v for k, v in e["data"].items() if k != "run"}} for e in r]}]}}
+    specs = [sub(0, r[:3]), send("r1", 0.005), sub(1, [r[4], r[3], r[5]], cursor="3"), history]
+    findings, _ = judge(specs)
+    assert [f.code for f in findings] == ["CK404"], [(f.code, f.message) for f in findings]
+    assert findings[0].detail["first_wrong"] == {"kind": "reorder", "frame": "2:0", "event_id": "5", "run": "r1"}
+    # the live answer really is scrambled: history's order differs
+    exchanges = [build_exchange(i, s) for i, s in enumerate(specs)]
+    adapter = create_adapter(load_protocol("myproto"), **{c: True for c in CAPS})
+    rep, _ = analyze(exchanges, adapter)
+    live = rep.sessions["s1"].history[0].baselines["r1"].snapshot
+    assert [m.text for m in live.messages if m.role == "assistant"] == ["One two fourthree "]
