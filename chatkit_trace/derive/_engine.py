@@ -19,15 +19,22 @@ from typing import Any
 
 from ..adapters import Adapter
 from ..analyze import Finding, Options, analyze_replay, severity_rank, trace_findings
-from ..pipeline import DEFAULT_SESSION, Replay, replay, understood_exchanges
+from ..pipeline import DEFAULT_SESSION, Replay, Replayer, replay, understood_exchanges
 from ..store import TraceStore
 from ..trace import Exchange
+from ..wire import Frame
 from ._rows import RunSummary, derived_rows, finding_rows, run_summaries
 
 __all__ = ["TRACE_LEVEL", "DeriveResult", "Deriver", "SessionDerivation", "derive_exchanges", "merge_findings"]
 
+#: ``observe(kind, exchange, frame, replayer)``: after every replay event (kind
+#: 0 request start, 1 frame, 2 end of stream; :func:`chatkit_trace.pipeline.replay`).
+Observe = Callable[[int, Exchange, "Frame | None", Replayer], None]
+#: ``prepare(exchanges)``: the exchanges to replay instead (e.g. scrubbed).
+Prepare = Callable[[list[Exchange]], list[Exchange]]
+
 #: Codes reported once per trace: each session's are merged (:func:`merge_findings`).
-TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406")
+TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406", "CK505")
 
 
 @dataclass
@@ -72,9 +79,10 @@ def derive_exchanges(
     options: Options | None = None,
     analyse: bool = True,
     session_id: str | None = None,
+    observe: Observe | None = None,
 ) -> SessionDerivation:
     """Replay one session's ``exchanges`` and (``analyse``) find what is wrong."""
-    rep = replay(exchanges, adapter, capabilities=capabilities)
+    rep = replay(exchanges, adapter, capabilities=capabilities, observe=observe)
     found = analyze_replay(rep, exchanges, adapter, options) if analyse else []
     return SessionDerivation(session_id, exchanges, rep, found)
 
@@ -85,14 +93,27 @@ class Deriver:
     :param store: the trace (read: its classified exchanges and meta).
     :param capabilities: the Core's (from the route profile); default the adapter's.
     :param options: the analyzers' thresholds.
+    :param prepare: what to replay instead of a session's stored exchanges
+        (the HTML report's ``--scrub-text``).
+    :param observe: called after every replay event (the HTML report reads
+        the snapshot the UI had at each).
     """
 
     def __init__(
-        self, store: TraceStore, adapter: Adapter, *, capabilities: Any = None, options: Options | None = None
+        self,
+        store: TraceStore,
+        adapter: Adapter,
+        *,
+        capabilities: Any = None,
+        options: Options | None = None,
+        prepare: Prepare | None = None,
+        observe: Observe | None = None,
     ) -> None:
         self.store = store
         self.adapter = adapter
         self.capabilities = capabilities
+        self.prepare = prepare
+        self.observe = observe
         self.options = replace(options or Options(), trace_has_history=store.has_capability("history"))
 
     def sessions(self) -> list[str | None]:
@@ -102,8 +123,16 @@ class Deriver:
     def session(self, session_id: str | None, *, analyse: bool = True) -> SessionDerivation:
         """Replay (and ``analyse``) the classified exchanges of one stored session."""
         exchanges = list(self.store.exchanges(with_frames=True, session=session_id, classified=True))
+        if self.prepare is not None:
+            exchanges = self.prepare(exchanges)
         return derive_exchanges(
-            exchanges, self.adapter, capabilities=self.capabilities, options=self.options, analyse=analyse, session_id=session_id
+            exchanges,
+            self.adapter,
+            capabilities=self.capabilities,
+            options=self.options,
+            analyse=analyse,
+            session_id=session_id,
+            observe=self.observe,
         )
 
     def analyse(self, derived: SessionDerivation) -> list[Finding]:
@@ -181,6 +210,10 @@ def merge_findings(findings: Iterable[Finding], meta: Mapping[str, Any]) -> list
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
         elif f.code == "CK306":
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
+        elif f.code == "CK505":
+            first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = first.message.rsplit("; ", 1)[0] + f"; {first.detail['count']} such run(s))."
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]

@@ -43,7 +43,14 @@ EXCHANGE_SUMMARY = (
     "cursor",
     "target_run_id",
 )
-_SUMMARY_SQL = f"SELECT {', '.join(EXCHANGE_SUMMARY)} FROM exchanges"
+#: A subscription's cursor is the route's, else the ``Last-Event-ID`` header an
+#: EventSource sends when it reconnects (``Exchange.resume_cursor``).
+_CURSOR_SQL = (
+    "COALESCE(cursor, CASE WHEN capability = 'subscribe' AND json_valid(request_headers) THEN"
+    " (SELECT json_extract(value, '$[1]') FROM json_each(request_headers)"
+    " WHERE lower(json_extract(value, '$[0]')) = 'last-event-id' AND json_extract(value, '$[1]') != '' LIMIT 1) END)"
+)
+_SUMMARY_SQL = "SELECT " + ", ".join(_CURSOR_SQL if c == "cursor" else c for c in EXCHANGE_SUMMARY) + " FROM exchanges"
 _FRAME_COLS = ", ".join(f'"{c}"' for c in FRAME_COLUMNS)
 #: A frame's place in time as the pipeline orders it: ``max(at, started_at)``, else ``started_at``.
 _FRAME_T = "CASE WHEN at THEN MAX(at, ?) ELSE ? END"
@@ -148,7 +155,8 @@ class TraceReader:
     # -- exchanges ----------------------------------------------------------------------
 
     def exchange_summary(self, index: int) -> tuple[Any, ...] | None:
-        """One exchange's :data:`EXCHANGE_SUMMARY` columns."""
+        """One exchange's :data:`EXCHANGE_SUMMARY` columns (``cursor``: a
+    subscription's ``Last-Event-ID`` when its route names none)."""
         return self._conn().execute(_SUMMARY_SQL + " WHERE id = ?", [index]).fetchone()
 
     def exchange_summaries(
