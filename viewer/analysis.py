@@ -80,9 +80,7 @@ def analyse(
         if write_back and loaded.kind == "db" and not loaded.store.readonly:
             target = loaded.store
         else:
-            folder = Path(side_dir) if side_dir is not None else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
-            derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
-            derived.unlink()
+            derived = _side_database(side_dir)
             target = TraceStore(derived, create=True)
         try:
             result = deriver.run(write_to=target, on_session=session_done)
@@ -91,7 +89,7 @@ def analyse(
                 target.close()
                 target = None
                 for suffix in ("", "-wal", "-shm", "-journal"):
-                    Path(str(derived) + suffix).unlink(missing_ok=True)
+                    Path(f"{derived}{suffix}").unlink(missing_ok=True)
             return None
         report("writing derived tables", None)
         target.commit()
@@ -100,3 +98,11 @@ def analyse(
         if target is not None and target is not loaded.store:
             target.close()
         loaded.close()
+
+
+def _side_database(side_dir: str | Path | None) -> Path:
+    """A new file name for the derived tables, in ``side_dir`` or a new temporary directory."""
+    folder = Path(side_dir) if side_dir is not None else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
+    derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
+    derived.unlink()
+    return derived

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analyze import Finding
-from ..core import RunView
-from ..pipeline import Replay, RunRecord
+from ..core import RunView, Snapshot
+from ..pipeline import FactRecord, FrameRecord, HistoryRecord, Replay, RunRecord
 
 __all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries"]
 
@@ -106,65 +106,69 @@ def run_summaries(replay: Replay) -> list[RunSummary]:
 def derived_rows(replay: Replay) -> Rows:
     """``replay``'s facts, frame results, runs, sessions and history reads as rows."""
     return {
-        "facts": [
-            {
-                "exchange_id": f.exchange_index,
-                "frame_idx": f.frame_index,
-                "session_id": f.fact.session_id,
-                "run_id": f.fact.run_id,
-                "kind": f.fact.kind,
-                "event_id": f.fact.event_id,
-                "accepted": int(f.result.accepted),
-                "reason": None if f.result.reason is None else f.result.reason.value,
-                "detail": f.result.detail,
-                "snapshot_version": f.snapshot_version,
-                "fact": _dumps(fact_summary(f.fact)),
-            }
-            for f in replay.facts
-        ],
-        "frame_results": [
-            {
-                "exchange_id": fr.exchange_index,
-                "idx": fr.frame_index,
-                "state": fr.state,
-                "session_id": fr.session_id,
-                "run_id": fr.run_id,
-                "error": None
-                if fr.error is None
-                else _dumps(fr.error.to_json() if hasattr(fr.error, "to_json") else {"kind": "decode", "message": str(fr.error)}),
-                "unknown": int(fr.unknown),
-                "event_type": fr.event_type,
-                "end_marker": int(fr.end_marker),
-                "shadow": _dumps([fact_summary(f) for f in fr.shadow]) if fr.shadow else None,
-            }
-            for fr in replay.frames
-        ],
+        "facts": [_fact_row(f) for f in replay.facts],
+        "frame_results": [_frame_row(fr) for fr in replay.frames],
         "runs": [_run_row(r) for r in run_summaries(replay)],
-        "sessions": [
-            {
-                "session_id": sid,
-                "status": s.core.snapshot.session_status,
-                "runs": len(s.core.snapshot.runs),
-                "messages": len(s.core.snapshot.messages),
-                "snapshot": _dumps(s.core.snapshot.to_json()),
-            }
-            for sid, s in replay.sessions.items()
-        ],
-        "history_reads": [
-            {
-                "exchange_id": h.exchange_index,
-                "session_id": sid,
-                "at": h.at,
-                "ok": int(bool(h.command and h.command.ok)),
-                "error": h.error or (h.command.error if h.command and not h.command.ok else None),
-                "rule": h.command.rule if h.command else None,
-                "result": _dumps(h.result.to_json()) if h.result is not None else None,
-                "before": _dumps(h.before.to_json()),
-                "after": _dumps(h.after.to_json()),
-            }
-            for sid, s in replay.sessions.items()
-            for h in s.history
-        ],
+        "sessions": [_session_row(sid, s.core.snapshot) for sid, s in replay.sessions.items()],
+        "history_reads": [_history_row(sid, h) for sid, s in replay.sessions.items() for h in s.history],
+    }
+
+
+def _fact_row(f: FactRecord) -> dict[str, Any]:
+    return {
+        "exchange_id": f.exchange_index,
+        "frame_idx": f.frame_index,
+        "session_id": f.fact.session_id,
+        "run_id": f.fact.run_id,
+        "kind": f.fact.kind,
+        "event_id": f.fact.event_id,
+        "accepted": int(f.result.accepted),
+        "reason": None if f.result.reason is None else f.result.reason.value,
+        "detail": f.result.detail,
+        "snapshot_version": f.snapshot_version,
+        "fact": _dumps(fact_summary(f.fact)),
+    }
+
+
+def _frame_row(fr: FrameRecord) -> dict[str, Any]:
+    error = fr.error
+    return {
+        "exchange_id": fr.exchange_index,
+        "idx": fr.frame_index,
+        "state": fr.state,
+        "session_id": fr.session_id,
+        "run_id": fr.run_id,
+        "error": None
+        if error is None
+        else _dumps(error.to_json() if hasattr(error, "to_json") else {"kind": "decode", "message": str(error)}),
+        "unknown": int(fr.unknown),
+        "event_type": fr.event_type,
+        "end_marker": int(fr.end_marker),
+        "shadow": _dumps([fact_summary(f) for f in fr.shadow]) if fr.shadow else None,
+    }
+
+
+def _session_row(session_id: str, snap: Snapshot) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "status": snap.session_status,
+        "runs": len(snap.runs),
+        "messages": len(snap.messages),
+        "snapshot": _dumps(snap.to_json()),
+    }
+
+
+def _history_row(session_id: str, h: HistoryRecord) -> dict[str, Any]:
+    return {
+        "exchange_id": h.exchange_index,
+        "session_id": session_id,
+        "at": h.at,
+        "ok": int(bool(h.command and h.command.ok)),
+        "error": h.error or (h.command.error if h.command and not h.command.ok else None),
+        "rule": h.command.rule if h.command else None,
+        "result": _dumps(h.result.to_json()) if h.result is not None else None,
+        "before": _dumps(h.before.to_json()),
+        "after": _dumps(h.after.to_json()),
     }
 
 

@@ -57,15 +57,6 @@ _FRAME_T = "CASE WHEN at THEN MAX(at, ?) ELSE ? END"
 _NOT_LOST = "('duplicate-event', 'no-change')"  # rejections that lose nothing
 
 
-def _loads(value: str | None, default: Any = None) -> Any:
-    if value is None:
-        return default
-    try:
-        return json.loads(value)
-    except ValueError:
-        return default
-
-
 def _session_filter(session: str, default_session: str | None) -> tuple[str, list[Any]]:
     """``session`` as the Core names it: ``default_session`` also holds the
     exchanges that carry no session id."""
@@ -138,7 +129,13 @@ class TraceReader:
 
     def meta(self) -> dict[str, Any]:
         """The meta table (a value that is not JSON comes back as stored)."""
-        return {k: _loads(v, v) for k, v in self._conn().execute("SELECT key, value FROM meta")}
+        out: dict[str, Any] = {}
+        for key, value in self._conn().execute("SELECT key, value FROM meta"):
+            try:
+                out[key] = json.loads(value)
+            except (TypeError, ValueError):
+                out[key] = value
+        return out
 
     def counts(self) -> dict[str, int]:
         """``frames`` (the highest frame rowid: cheap on a growing trace) and ``exchanges``."""
