@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from .analyze import Context
-    from .analyze.identity import comparisons, describe
+    from .analyze.identity import cause_sentence, comparisons, describe, limit_sentence
     from .loading import open_trace
     from .pipeline import replay
 
@@ -119,13 +119,12 @@ def run(args: argparse.Namespace) -> int:
         for d in c.diffs:
             console.print(Text.assemble(("  differs: ", "red"), describe(d, limit)))
         for d in c.explained:
-            cause = d["cause"]
-            console.print(Text.assemble(
-                ("  explained: ", "yellow"), describe(d, limit),
-                f" Caused by the {cause['reason']} rejection at frame {cause['frame']} ({cause['code']}), reported there.",
-            ))
+            console.print(Text.assemble(("  explained: ", "yellow"), describe(d, limit), " ", cause_sentence(d["cause"])))
+        for d in c.limited:
+            console.print(Text.assemble(("  limit: ", "cyan"), limit_sentence(d)))
         if not c.diffs and not c.explained:
-            console.print(Text.assemble(("  isomorphic", "green"), ": same ids, types and content"))
+            word, rest = c.verdict.split(":", 1)
+            console.print(Text.assemble((f"  {word}", "green"), f":{rest}"))
     if not shown:
         what = " for that session/run" if args.session or args.run_id else ""
         print(f"chatkit-trace diff: nothing to compare{what}: no history read covers a run the live stream carried "

@@ -14,13 +14,13 @@ from typing import Any
 
 from textual.content import Content
 
-from chatkit_trace.analyze.identity import Comparison, describe, visible
+from chatkit_trace.analyze.identity import Comparison, cause_sentence, describe, limit_sentence, visible
 from chatkit_trace.core import RuntimeMessage
 
 from .data import DEFAULT_SESSION, TraceData
 from .render import TONE_VAR
 
-__all__ = ["Comparison", "comparisons", "describe", "side_by_side"]
+__all__ = ["Comparison", "cause_sentence", "comparisons", "describe", "limit_sentence", "side_by_side"]
 
 
 def comparisons(

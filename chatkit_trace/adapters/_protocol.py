@@ -216,6 +216,16 @@ class AdapterProtocol:
         by default."""
         return ()
 
+    def history_limits(self, value: Any, session_id: str) -> Sequence[str]:
+        """chatkit-trace's extension: what this history read cannot express
+        because the protocol has no field for it (``"history-ids"``: history's
+        message ids are never the ids the live stream used;
+        ``chatkit_trace.adapters.LIMITS``).  Analysis then pairs history with
+        the live stream by run and position, reports real content
+        differences (CK201) but no id difference (CK201/CK202), and states
+        the limit once per route as an info (CK207).  Empty by default."""
+        return ()
+
     def event_sequence(self, event: Any) -> int | float | None:
         """A source sequence the event carries (R3.2), if the protocol has one."""
         return None

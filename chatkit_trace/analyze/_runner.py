@@ -12,6 +12,7 @@ meta (``recording.trace_findings``), once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from ._finding import Finding
 
 __all__ = ["analyze_store", "TRACE_LEVEL"]
 
-TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406")
+TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406")
 
 
 def _sessions(store: TraceStore) -> list[str | None]:
@@ -59,8 +60,15 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             )
         elif f.code == "CK401":
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
-        elif f.code == "CK306":
+        elif f.code in ("CK306", "CK307"):
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
+        elif f.code == "CK207":
+            first.detail["reads"] = first.detail.get("reads", 0) + f.detail.get("reads", 0)
+        elif f.code in ("CK112", "CK115"):
+            count = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["count"] = count
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = re.sub(r"^\d+ run\(s\)", f"{count} run(s)", first.message)
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]

@@ -462,12 +462,47 @@ def test_a_failure_without_text_shows_a_fallback_that_keeps_what_was_sent(sent) 
 
 
 def test_tool_completed_is_a_limit_of_the_protocol() -> None:
-    """tool.completed carries no result: the part is completed with an empty
-    result (not absent, which reads as running) and the event names the limit."""
+    """tool.completed carries no result (completed or failed): the part is
+    completed with an empty result (not absent, which reads as running) and
+    the event names the limit; /v1/runs tool.started carries no arguments."""
     proto = HermesProtocol()
     assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": False}) == ("tool-result",)
-    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": True}) == ()
-    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool": "todo"}) == ()
+    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": True}) == ("tool-result",)
+    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool": "todo", "preview": "p"}) == ("tool-args",)
+    # the session chat stream's tool.started has the arguments
+    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool_name": "todo", "args": {"a": 1}}) == ()
+    assert proto.event_limits({"event": "message.delta", "run_id": "r", "delta": "x"}) == ()
+
+
+@pytest.mark.parametrize(
+    "name, result, failed",
+    [
+        ("read_file", '{"content": "", "error": "File not found: /x"}', True),
+        ("todo", '{"todos": [], "summary": {"total": 0}}', False),
+        ("memory", '{"success": false, "error": "Memory at 2200/2200 chars, would exceed the limit"}', True),
+        ("terminal", '{"output": "", "exit_code": 2}', True),
+        ("terminal", '{"output": "ok", "exit_code": 0, "error": null}', False),
+        ("write_file", '{"bytes_written": 10, "path": "a"}', False),
+        ("web_search", "Error: rate limited", True),
+        ("web_search", "plain text answer", False),
+    ],
+)
+def test_history_tool_rows_fail_by_hermes_own_rule(name, result, failed) -> None:
+    """History rows carry no error flag: a tool row is failed when Hermes' own
+    rule (the one behind tool.completed's ``error``) calls its result a failure."""
+    from chatkit_trace.adapters.hermes import tool_failed
+
+    assert tool_failed(name, result) is failed
+    rows = [
+        {"id": 1, "role": "user", "content": "go"},
+        {"id": 2, "role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"id": 3, "role": "tool", "content": result, "tool_call_id": "call_1", "tool_name": name},
+    ]
+    [_, answer] = HermesProtocol().decode_history({"object": "list", "data": rows}, "s").messages
+    [part] = answer.parts
+    assert part.status == ("failed" if failed else "completed") and part.result == result
+    assert (part.error == RunError("tool_error", f"tool {name} reported an error")) is failed
 
 
 def test_event_known() -> None:
