@@ -220,6 +220,9 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
     text = d.get("text")
     said = f": {_value(text, limit)}" if text else ""
     if what == "missing in history":
+        if d.get("run_open"):
+            return (f"The live {role} message {msg}{said} is missing in history, which did not settle the run: the UI keeps "
+                    "it while the run stays open, and a reload removes it.")
         return f"The live {role} message {msg}{said} is missing in history: a refresh removes it."
     if what == "extra in history":
         return f"History holds {_a(role)} {role} message {msg}{said} that the live stream never showed: a refresh adds it."
@@ -439,14 +442,21 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
         if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
             continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
         view = after.run(r)
-        if h.baselines[r].settled_by is None and not (view is not None and view.terminal) and _streaming_at(s.runs[r], exchanges, h.at):
-            continue  # read while the run's stream was still open and the read did not settle it: a moving run
+        open_after = h.baselines[r].settled_by is None and not (view is not None and view.terminal)
+        if open_after and (_streaming_at(s.runs[r], exchanges, h.at) or (view is not None and view.abort is not None)):
+            # read while the run's stream was still open, or while a stop waits
+            # for its confirmation (R9.1), and the read did not settle it: a
+            # snapshot of a moving run; the Core keeps its live messages (R8.3)
+            continue
         seen = [m for m, x in zip(hist, home) if x == r]
         live = lives[r]
         if not live and not seen:
             continue
         pairs = pair_run(live, seen, by_id)
         diffs, renamed = diff_pairs(pairs, complete=h.scope != "page", ids=HISTORY_IDS not in getattr(h, "limits", ()))
+        if open_after:
+            for d in diffs:
+                d["run_open"] = True  # the UI keeps the run's live messages while it stays open
         b = h.baselines[r]
         settled = b.settled_by
         if settled is None:
