@@ -73,8 +73,10 @@ Frame -> update
   (a message update only when it differs from what streamed).
 - ``run.completed``: ``output`` (runs) is the final text, as above;
   ``messages[]`` (session stream, the server's "authoritative per-turn
-  transcript") rebuilds the answer when its tool calls line up with the live
-  ones (real call ids, args, results, reasoning); then ``completed``.
+  transcript") rebuilds the answer (real call ids, args, results,
+  reasoning) when it holds the live tool calls in order (it may hold more:
+  a call to a tool that does not exist sends no tool events live and is
+  only there); then ``completed``.
 - ``run.failed``: failed, RunError ``run.failed`` + the error text;
   ``error`` (session stream, the handler raised): RunError ``error``.  An
   empty or missing text (``str(exc)`` of an exception without a message)
@@ -321,6 +323,14 @@ class _Answer:
         return [p.tool_name for p in self.parts if isinstance(p, ToolCallPart)]
 
 
+def _in_order(live: list[str], transcript: list[str]) -> bool:
+    """The live tool calls appear in the transcript, in order (the transcript
+    may hold more: a tool Hermes runs without progress events, such as a call
+    to a tool that does not exist, is only there)."""
+    it = iter(transcript)
+    return all(any(name == t for t in it) for name in live)
+
+
 def _tool_error(name: Any) -> RunError:
     return RunError("tool_error", f"tool {_str(name) or 'unknown'} reported an error")
 
@@ -505,7 +515,7 @@ class HermesProtocol(AdapterProtocol):
             for row in rows:
                 if isinstance(row, Mapping) and row.get("role") in ("assistant", "tool"):
                     fresh.add_row(row)
-            if fresh.parts and fresh.tool_names() == live.tool_names():
+            if fresh.parts and _in_order(live.tool_names(), fresh.tool_names()):
                 ctx.state["answer"] = fresh
                 if fresh.message() != live.message() or answer is None:
                     out.append(MessageUpdate(fresh.message()))

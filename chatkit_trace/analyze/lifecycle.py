@@ -539,6 +539,31 @@ def work_item_without_id(ctx: Context) -> Iterator[Finding]:
     yield from reason_finding("CK109", "missing-work-item-id", "{n} work item(s) had no id (missing-work-item-id).", ctx)
 
 
+#: What the UI does when a request of this capability fails at the HTTP level (R2.2).
+_UI_ON_FAILURE = {
+    "run": "the UI shows a send error and removes the user's message (the run was never accepted)",
+    "regenerate": "the UI shows an error and puts the replaced answer back",
+    "edit": "the UI shows an error and puts the replaced turn back",
+    "resume": "the run stays disconnected until a refresh settles it",
+    "history": "the refresh fails and the UI keeps what it showed",
+    "subscribe": "the UI receives nothing on this subscription",
+}
+
+
+def _error_text(e) -> str | None:
+    """The server's error message in a failed response's JSON body, if any."""
+    try:
+        doc = e.response_json()
+    except Exception:  # noqa: BLE001 - not JSON
+        return None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message")
+    if isinstance(doc, dict) and err is None:
+        err = doc.get("message") or doc.get("detail")
+    return err.strip() if isinstance(err, str) and err.strip() else None
+
+
 @analyzer("CK110")
 def http_failure(ctx: Context) -> Iterator[Finding]:
     """CK110 (R2.2): a run, resume or history request failed at the HTTP
@@ -549,12 +574,17 @@ def http_failure(ctx: Context) -> Iterator[Finding]:
         if e.capability not in ("run", "regenerate", "edit", "resume", "history", "subscribe") or not e.failed:
             continue
         what = f"HTTP {e.status}" if e.status is not None else f"no response ({e.error or e.end or 'connection failed'})"
+        said = _error_text(e)
+        if said:
+            what += f": “{clip(said, 120)}”"
         yield make_finding(
             "CK110",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[frame_ref(e.index, None)],
-            message=f"The {e.capability} request {e.method} {e.path} did not complete ({what}).",
+            message=f"The {e.capability} request {e.method} {e.path} did not complete ({what}): "
+            + ("the run this request continued gets no answer and stays open." if ex.dispatch == "continued"
+               else f"{_UI_ON_FAILURE[e.capability]}."),
             detail={"status": e.status, "error": e.error, "capability": e.capability},
             keys=[e.index],
         )

@@ -527,3 +527,43 @@ def test_two_subscribers_split_the_run() -> None:
     snap = HermesProtocol().decode_status(json.loads(load("runs_two_subscribers.status.json")))
     assert a.core.calibrate_run(run_id=a.run_id, status=snap.status).accepted
     assert a.status == "interrupted"
+
+
+def test_session_transcript_with_a_tool_the_live_events_never_showed() -> None:
+    """A call to a tool that does not exist: Hermes sends no tool events live,
+    the answer's text arrives as one segment, and run.completed's transcript
+    (the same rows history stores) holds the call: the answer is rebuilt from
+    it, so live and history show the same parts (real hermes-agent 0.19)."""
+    rid, mid, call = "run_4a22", "msg_1009", "call_fakeb9331b887aa6"
+    said = "Got 1 tool result(s). Tool 'no_such_tool' does not exist. Avai"
+
+    def ev(name: str, **kw: Any) -> dict[str, Any]:
+        return {"event": name, "session_id": SESSION, "run_id": rid, **kw}
+
+    rows = [
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": call, "type": "function", "function": {
+            "name": "no_such_tool", "arguments": '{"path": "/nonexistent/dir/missing.txt"}'}}]},
+        {"role": "tool", "content": "Tool 'no_such_tool' does not exist. Available tools: todo", "tool_call_id": call},
+        {"role": "assistant", "content": said},
+    ]
+    values = [
+        ev("run.started", user_message={"role": "user", "content": "Bad tool."}),
+        ev("message.started", message={"id": mid, "role": "assistant"}),
+        ev("assistant.delta", message_id=mid, delta="Let me look."),
+        ev("tool.progress", message_id=mid, tool_name="_thinking", delta="Let me look."),
+        ev("assistant.delta", message_id=mid, delta=said),
+        ev("assistant.completed", message_id=mid, content=said, completed=True),
+        ev("run.completed", message_id=mid, completed=True, messages=rows),
+        ev("done"),
+    ]
+    d = decode(values, input="Bad tool.")
+    assert d.status == "completed" and not d.violations
+    [_, answer] = d.core.snapshot.messages
+    assert [(p.id, p.type) for p in answer.parts] == [("text:0", "text"), ("tool:0", "tool-call"), ("text:1", "text")]
+    assert answer.parts[0].text == "Let me look." and answer.parts[2].text == said
+    hist = HermesProtocol().decode_history(
+        {"data": [{"id": 23, "role": "user", "content": "Bad tool."}, *[{"id": 24 + i, **r} for i, r in enumerate(rows)]]}, SESSION
+    )
+    [_, stored] = hist.messages
+    assert [(p.id, p.type) for p in stored.parts] == [(p.id, p.type) for p in answer.parts]
+    assert [getattr(p, "status", None) for p in stored.parts] == [getattr(p, "status", None) for p in answer.parts]
