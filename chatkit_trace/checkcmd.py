@@ -56,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--first-event", type=float, default=Options.first_event, metavar="SECONDS", help="CK601 threshold")
     p.add_argument("--stall", type=float, default=Options.stall, metavar="SECONDS", help="CK602 threshold")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--html", metavar="FILE", help="also write the self-contained HTML report of these findings (see: report)")
     p.add_argument("--no-store", action="store_true", help="accepted for compatibility: check never writes to its input "
                    "(chatkit-trace redecode stores facts and findings in the trace)")
     p.add_argument("--explain", metavar="CODE", help="print what a finding code (or rule number) means, with a worked "
@@ -460,6 +461,12 @@ def run(args: argparse.Namespace) -> int:
     kept = [f for f in findings if f.fingerprint not in baseline]
     result.baselined = len(findings) - len(kept)
     result.findings = kept
+    if args.html:
+        from .report import write_report
+
+        shown = {f.fingerprint for f in kept}
+        options = Options(first_event=args.first_event, stall=args.stall)
+        write_report(args.trace, args.html, profile=args.profile, options=options, keep=lambda f: f.fingerprint in shown)
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":

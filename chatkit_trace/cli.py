@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "view": "chatkit_trace.viewcmd",
     "import": "chatkit_trace.importer",
     "export": "chatkit_trace.exportcmd",
+    "report": "chatkit_trace.reportcmd",
     "replay": "chatkit_trace.replaycmd",
     "serve": "chatkit_trace.servecmd",
     "redrive": "chatkit_trace.redrivecmd",

@@ -51,8 +51,6 @@ def message_lines(m: Any, limit: int | None) -> list[str]:
 
 def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
     """(live line, history line, differs) for each line of the paired messages."""
-    from .analyze.identity import visible
-
     rows: list[tuple[str, str, bool]] = []
     for pair in c.pairs:
         left = message_lines(pair.live, limit) if pair.live is not None else []
@@ -61,7 +59,7 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
             left = ["(not shown live)"]
         if pair.history is None:
             right = ["(missing in history)" if c.scope != "page" else "(not in this page)"]
-        head_differs = pair.live is None or pair.history is None or pair.live.id != pair.history.id or pair.live.role != pair.history.role
+        head_differs = c.head_differs(pair)
         lparts = list(pair.live.parts) if pair.live is not None else []
         hparts = list(pair.history.parts) if pair.history is not None else []
         for i in range(max(len(left), len(right))):
@@ -73,7 +71,7 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
                 k = i - 1
                 lp = lparts[k] if k < len(lparts) else None
                 hp = hparts[k] if k < len(hparts) else None
-                differs = lp is None or hp is None or lp.id != hp.id or lp.type != hp.type or visible(lp) != visible(hp)
+                differs = c.part_differs(lp, hp)
             rows.append((a, b, differs))
     return rows
 

@@ -34,7 +34,7 @@ history read with the snapshots around it (for CK201).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -720,11 +720,14 @@ def replay(
     adapter: Adapter,
     *,
     capabilities: Iterable[str] | None = None,
+    observe: Callable[[int, Exchange, Frame | None, Replayer], None] | None = None,
 ) -> Replay:
     """Replay ``exchanges`` (any order: they are sorted by time) through ``adapter``.
 
     ``capabilities`` are the Core's (from the route profile); by default the
-    adapter's.
+    adapter's.  ``observe(kind, exchange, frame, replayer)`` is called after
+    each event (kind 0: request start, 1: frame, 2: end of stream), e.g. to
+    read the snapshot the UI had at that moment (the HTML report).
     """
     r = Replayer(adapter, capabilities)
     events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
@@ -744,4 +747,6 @@ def replay(
             r.frame(ex, fr)  # type: ignore[arg-type]
         else:
             r.end(ex)
+        if observe is not None:
+            observe(kind, ex, fr, r)
     return r.out

@@ -17,7 +17,7 @@ from ..pipeline import Replay, replay
 from ..trace import Exchange
 from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
 from ._context import ANALYZERS, Context, Options
-from ._runner import TRACE_LEVEL, analyze_store
+from ._runner import TRACE_LEVEL, SessionHooks, analyze_store
 from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, clip, make_finding, severity_rank
 from .recording import trace_findings
 
@@ -30,6 +30,7 @@ __all__ = [
     "Context",
     "Finding",
     "Options",
+    "SessionHooks",
     "TRACE_LEVEL",
     "analyze",
     "analyze_replay",

@@ -11,18 +11,19 @@ meta (``recording.trace_findings``), once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import re
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..adapters import Adapter
 from ..pipeline import replay, understood_exchanges
 from ..store import TraceStore
+from ..trace import Exchange
 from ._context import Options
 from ._finding import Finding
 
-__all__ = ["analyze_store", "TRACE_LEVEL"]
+__all__ = ["analyze_store", "SessionHooks", "TRACE_LEVEL"]
 
 TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406")
 
@@ -75,6 +76,23 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return out + list(by_fp.values())
 
 
+@dataclass
+class SessionHooks:
+    """What a caller of :func:`analyze_store` may add to each session's pass
+    (the HTML report reads snapshots and results from the same replay):
+
+    * ``prepare(exchanges)``: the exchanges to replay instead (e.g. scrubbed);
+    * ``observe(kind, exchange, frame, replayer)``: after every replay event
+      (:func:`chatkit_trace.pipeline.replay`);
+    * ``done(session_id, replay, exchanges, findings)``: after the session was
+      analysed (its findings before the trace-level merge).
+    """
+
+    prepare: Callable[[list[Exchange]], list[Exchange]] | None = None
+    observe: Callable[..., None] | None = None
+    done: Callable[[str | None, Any, Sequence[Exchange], list[Finding]], None] | None = None
+
+
 def analyze_store(
     store: TraceStore,
     adapter: Adapter,
@@ -83,6 +101,7 @@ def analyze_store(
     options: Options | None = None,
     write: bool = False,
     on_session: Callable[[str | None, int], None] | None = None,
+    hooks: SessionHooks | None = None,
 ) -> tuple[list[Finding], dict[str, int]]:
     """Replay and analyse ``store`` session by session; optionally write the
     derived tables.  Returns the findings and counts (frames, facts,
@@ -99,8 +118,13 @@ def analyze_store(
     for sid in _sessions(store):
         where, params = ("session_id IS NULL AND capability IS NOT NULL", []) if sid is None else ("session_id = ?", [sid])
         exchanges = list(store.exchanges(with_frames=True, where=where, params=params))
-        rep = replay(exchanges, adapter, capabilities=capabilities)
-        findings.extend(analyze_replay(rep, exchanges, adapter, opts))
+        if hooks is not None and hooks.prepare is not None:
+            exchanges = hooks.prepare(exchanges)
+        rep = replay(exchanges, adapter, capabilities=capabilities, observe=hooks.observe if hooks is not None else None)
+        found = analyze_replay(rep, exchanges, adapter, opts)
+        findings.extend(found)
+        if hooks is not None and hooks.done is not None:
+            hooks.done(sid, rep, exchanges, found)
         counts["frames"] += len(rep.frames)
         counts["facts"] += len(rep.facts)
         counts["violations"] += sum(1 for f in rep.facts if f.result.violation)

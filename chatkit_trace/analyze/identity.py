@@ -292,6 +292,8 @@ class Comparison:
     #: Differences a limit of the protocol explains (a field the live stream
     #: cannot carry that history has: CK306, CK307), each with its ``limit``.
     limited: list[dict[str, Any]] = field(default_factory=list)
+    #: What the run's live frames could not carry (``event_limits``: ``tool-args``, ``tool-result``).
+    live_limits: frozenset[str] = frozenset()
     #: Kept for callers of the old shape.
     candidates: list[RuntimeMessage] = field(default_factory=list)
 
@@ -320,6 +322,24 @@ class Comparison:
     def ids_limited(self) -> bool:
         """The read's history cannot carry the live ids (``history-ids``, CK207)."""
         return HISTORY_IDS in getattr(self.history, "limits", ())
+
+    def head_differs(self, pair: Pair) -> bool:
+        """Whether a pair's message line differs (``diff``, the viewer, the
+        report mark it): missing on a side, another role, or another id where
+        history can carry the live ids."""
+        if pair.live is None or pair.history is None or pair.live.role != pair.history.role:
+            return True
+        return pair.live.id != pair.history.id and not self.ids_limited
+
+    def part_differs(self, live: Any, history: Any) -> bool:
+        """Whether a part differs in a way the comparison counts: another id,
+        type or visible content, less the fields the live stream could not
+        carry (CK306, CK307)."""
+        if live is None or history is None or live.id != history.id or live.type != history.type:
+            return True
+        lv, hv = visible(live), visible(history)
+        keys = {k for k in set(lv) | set(hv) if lv.get(k) != hv.get(k)}
+        return bool({k for k in keys if not _limited_field(k, lv, self.live_limits)})
 
     @property
     def verdict(self) -> str:
@@ -561,6 +581,7 @@ def comparisons(ctx: Context) -> list[Comparison]:
                     compared.add((c.run_id, c.live_at))
                 keep = []
                 limits = run_limits.get((c.session_id, c.run_id), set())
+                c.live_limits = frozenset(limits)
                 for d in c.diffs:
                     d, lim = _split_limited(d, limits)
                     if lim is not None:
@@ -591,6 +612,11 @@ def comparisons(ctx: Context) -> list[Comparison]:
 _LIMITED_FIELDS = {"result": (TOOL_RESULT, "CK306"), "args": (TOOL_ARGS, "CK307")}
 
 
+def _limited_field(key: str, live: Mapping[str, Any], limits: Any) -> bool:
+    """A field the live stream had no way to carry (empty live) on this run."""
+    return key in _LIMITED_FIELDS and _LIMITED_FIELDS[key][0] in limits and live.get(key) is None
+
+
 def _split_limited(d: dict[str, Any], limits: set[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Split a content difference into what the backend controls and what a
     limit of the protocol explains: a tool call's result (CK306) or
@@ -599,7 +625,7 @@ def _split_limited(d: dict[str, Any], limits: set[str]) -> tuple[dict[str, Any] 
     if d.get("what") != "content" or not limits:
         return d, None
     live = d.get("live", {})
-    limited = [k for k in d.get("fields", []) if k in _LIMITED_FIELDS and _LIMITED_FIELDS[k][0] in limits and live.get(k) is None]
+    limited = [k for k in d.get("fields", []) if _limited_field(k, live, limits)]
     if not limited:
         return d, None
     rest = [k for k in d.get("fields", []) if k not in limited]
