@@ -370,3 +370,21 @@ def test_the_tool_loop_continued_is_clean():
 
 def findings_of(findings, code):
     return [f for f in findings if f.code == code]
+
+
+def test_diff_viewer_and_report_mark_only_what_the_comparison_counts():
+    """ids history cannot carry (CK207) and tool fields the live stream could
+    not carry (CK306/CK307) are not marked as differences; a real one is."""
+    from chatkit_trace.diffcmd import _rows
+    from viewer.diff import _cells
+
+    def marked(c):
+        cells = [t for p in c.pairs for t in (_cells(p.live, p.history, "-", c) + _cells(p.history, p.live, "-", c, live=False))]
+        return any(d for _, _, d in _rows(c, None)), any(tone == "error" for _, tone in cells)
+
+    for c in corpus_comps("CK207-hermes") + comps(hermes_runs_tool_calls(), "hermes"):
+        assert marked(c) == (False, False), c.run_id
+    calls = hermes_runs_tool_calls()
+    calls[-1].json["data"][-1]["content"] = "Not done."
+    [c] = comps(calls, "hermes")
+    assert marked(c) == (True, True)
