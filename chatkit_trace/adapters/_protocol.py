@@ -210,10 +210,11 @@ class AdapterProtocol:
     def event_limits(self, event: Any) -> Sequence[str]:
         """chatkit-trace's extension: what this event cannot express because the
         protocol has no field for it (``"tool-result"``: a tool completion
-        without a result; ``chatkit_trace.adapters.LIMITS``).  The adapter
-        models the event consistently anyway; analysis reports each limit once
-        per route as an info (CK306), never as the backend's defect.  Empty
-        by default."""
+        without a result; ``"tool-args"``: a tool start without arguments;
+        ``chatkit_trace.adapters.LIMITS``).  The adapter models the event
+        consistently anyway; analysis reports each limit once per route as an
+        info (CK306, CK307), never as the backend's defect, and a history that
+        has the field is no live/history difference.  Empty by default."""
         return ()
 
     def history_limits(self, value: Any, session_id: str) -> Sequence[str]:
