@@ -258,6 +258,13 @@ class Route(BaseModel):
     #: part of the session: ``loadMore``).  Default: ``page`` when the route
     #: has a cursor, ``run`` when it names a run, else ``session``.
     scope: Literal["session", "run", "page"] | None = None
+    #: How the UI stops a run streamed on this route: ``close`` when closing
+    #: the stream is the stop (the protocol has no stop request: stock ADK
+    #: ``/run_sse``, OpenAI chat completions and Responses streams, the Hermes
+    #: session chat stream, AG-UI).  A client that leaves such a stream
+    #: mid-run is then the UI's stop, not a broken connection.  None: the
+    #: profile's ``abort`` route stops runs.
+    stop: Literal["close"] | None = None
     description: str | None = None
 
     @field_validator("session", "run", "cursor", "target", mode="before")
@@ -318,6 +325,8 @@ class Route(BaseModel):
             raise ValueError(f"scope: only a history or status route has a scope (this one is {self.capability!r})")
         if self.scope == "run" and not self.run:
             raise ValueError("scope: a 'run' scope needs the route to name its run (run = …)")
+        if self.stop is not None and self.capability not in ("run", "regenerate", "edit", "resume"):
+            raise ValueError(f"stop: only a route that streams a run can be stopped by closing it (this one is {self.capability!r})")
         return self
 
     @property
@@ -615,6 +624,7 @@ class _Compiled:
     name: str | None
     streams_only: bool
     scope: str | None
+    stop: str | None
     #: id fields with response / events sources.
     later_response: frozenset[str]
     later_events: frozenset[str]
@@ -654,6 +664,7 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         name=r.name,
         streams_only=r.streams_only,
         scope=r.read_scope,
+        stop=r.stop,
         later_response=frozenset(f for f in ID_FIELDS if any(s.kind == "response" for s in plan.sources(f))),
         later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))),
     )
@@ -809,6 +820,7 @@ class _Matcher:
             route=c.name,
             streams_only=c.streams_only,
             scope=c.scope,
+            stop=c.stop,
             pending_response=frozenset(pend_r),
             pending_events=frozenset(pend_e),
             plan=c.plan,

@@ -13,6 +13,7 @@ whether the trace holds any history read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +35,7 @@ Observe = Callable[[int, Exchange, "Frame | None", Replayer], None]
 Prepare = Callable[[list[Exchange]], list[Exchange]]
 
 #: Codes reported once per trace: each session's are merged (:func:`merge_findings`).
-TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406", "CK505")
+TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406", "CK505")
 
 
 @dataclass
@@ -208,12 +209,19 @@ def merge_findings(findings: Iterable[Finding], meta: Mapping[str, Any]) -> list
             )
         elif f.code == "CK401":
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
-        elif f.code == "CK306":
+        elif f.code in ("CK306", "CK307"):
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
         elif f.code == "CK505":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
             first.message = first.message.rsplit("; ", 1)[0] + f"; {first.detail['count']} such run(s))."
+        elif f.code == "CK207":
+            first.detail["reads"] = first.detail.get("reads", 0) + f.detail.get("reads", 0)
+        elif f.code in ("CK112", "CK115"):
+            count = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["count"] = count
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = re.sub(r"^\d+ run\(s\)", f"{count} run(s)", first.message)
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]

@@ -87,3 +87,22 @@ def test_a_session_replays_only_without_analysis_and_is_analysed_later(tmp_path)
         assert all(r.session_id == sid for r in runs)
         assert sum(r.facts for r in runs) <= len(derived.replay.facts)
     assert found >= 3
+
+
+def test_route_infos_are_one_finding_per_trace_and_route_across_sessions(tmp_path):
+    """CK115 (and CK112, CK207, CK306, CK307) are "once per trace and route":
+    analysed session by session, two sessions' stops on one route are one
+    finding counting both runs, as when the trace is analysed whole."""
+    store = TraceStore(tmp_path / "t.db", create=True)
+    _, exchanges, adapter = load_case(CORPUS / "CK115-openai-stop-by-close.json")
+    assert len({ex.session_id for ex in exchanges}) == 2
+    for ex in exchanges:
+        store.add_exchange(ex)
+    result = Deriver(store, adapter).run()
+    per_session, counts = result.findings, result.counts
+    _, whole = analyze(exchanges, adapter)
+    assert counts["sessions"] == 2
+    for found in (per_session, whole):
+        [f] = [x for x in found if x.code == "CK115"]
+        assert f.detail["count"] == 2 and f.message.startswith("2 run(s) on POST /v1/chat/completions")
+        assert f.frames == ["0:2", "1:1"]
