@@ -29,6 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatkit_trace.errors import FaultRuleError
+
 __all__ = [
     "KINDS",
     "STREAM_KINDS",
@@ -91,10 +93,6 @@ TARGET_KEYS: dict[str, str] = {
     "p": "apply with this probability per matching exchange (0..1, seeded)",
 }
 PROFILE_KEYS = ("capability", "route", "session", "run")
-
-
-class FaultRuleError(ValueError):
-    """A rule that cannot be parsed; the message names the rule and the key."""
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s)")

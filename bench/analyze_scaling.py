@@ -85,7 +85,7 @@ def generate(path: Path, frames: int) -> int:
 def check(path: Path) -> tuple[float, float, int]:
     code = (
         "import resource, sys, time\n"
-        "from chatkit_trace.checkcmd import run_check\n"
+        "from chatkit_trace.cli.check import run_check\n"
         "t = time.perf_counter()\n"
         f"r = run_check({str(path)!r}, store_results=True)\n"
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings))\n"

@@ -21,19 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .adapters import Adapter, AdapterNotFound, create_adapter, load_protocol
+from .adapters import Adapter, create_adapter, load_protocol
 from .core import ChatkitTraceError
-from .store import TraceFormatError, TraceStore
+from .errors import TraceInputError
+from .store import TraceStore
 
 __all__ = ["LoadedTrace", "open_trace", "reclassify", "resolve_adapter", "TraceInputError", "kind_of"]
 
 HAR_SUFFIXES = (".har",)
 FLOW_SUFFIXES = (".flow", ".flows", ".mitm", ".dump")
 FIXTURE_SUFFIXES = (".chatkit.json",)
-
-
-class TraceInputError(ChatkitTraceError, ValueError):
-    """The input cannot be read as a trace; the message says why."""
 
 
 @dataclass
@@ -150,7 +147,7 @@ def _copy(store: TraceStore) -> TraceStore:
 def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
     """Match every exchange of ``store`` against ``profile`` again (in place).
 
-    The recorder's steps, in request order (:func:`chatkit_trace.importer.identify_one`):
+    The recorder's steps, in request order (:func:`chatkit_trace.capture.importer.identify_one`):
     the route, ids from the request, the response and the events, then the
     identity tracker.  What a profile decides is rewritten (capability,
     session, run, cursor, target, ``notes.identity``, the ``body`` frames a
@@ -158,7 +155,7 @@ def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
     profile.  Returns ``{"exchanges": n, "matched": m}``.
     """
     from .capture import IdentityTracker
-    from .importer import identify_one
+    from .capture.importer import identify_one
 
     tracker = IdentityTracker()
     rows = sorted(store.exchanges(), key=lambda e: e.index)
@@ -233,7 +230,7 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         if profile is None:
             raise TraceInputError(f"{p} is a {kind.upper()} file: pass --profile to say which protocol it speaks")
         try:
-            from .importer import import_file  # type: ignore[attr-defined]
+            from .capture.importer import import_file  # type: ignore[attr-defined]
         except ImportError as err:  # pragma: no cover - the importer ships with the package
             raise TraceInputError(f"cannot import {kind} files: {err}") from None
         store = TraceStore(_temp_db(), create=True)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from .errors import UnknownRule
+
 __all__ = [
     "RULE_ID",
     "CodeDoc",
@@ -49,10 +51,6 @@ _ANCHOR = re.compile(r'^<a id="([a-z0-9-]+)"></a>\n', re.M)
 _HEADING = re.compile(r"^(#{2,3}) (\S+) (.+)$")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _SEVERITY_LINE = re.compile(r"^(error|warning|info) · (.+)$")
-
-
-class UnknownRule(LookupError):
-    """A name that is neither a rule number nor a finding code of docs/rules.md."""
 
 
 @dataclass(frozen=True)

@@ -63,16 +63,9 @@ from .core import (
     InvalidMessageError,
     ResumeRequest,
 )
+from .errors import HTTPStatusError
 
 __all__ = ["ChatRuntime", "Response", "HTTPStatusError", "stream_events"]
-
-
-class HTTPStatusError(Exception):
-    """A capability's HTTP response had status >= 400 (the call did not complete, R2.2)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
 
 
 @dataclass

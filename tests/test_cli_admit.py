@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.admit import (
+from chatkit_trace.cli import UsageError, main
+from chatkit_trace.cli.admit import (
     Outcome,
     parse_script,
     render_json,
@@ -19,7 +20,6 @@ from chatkit_trace.admit import (
     run_script,
     run_script_text,
 )
-from chatkit_trace.cli import UsageError, main
 
 OPEN = '{"op": "open", "session": "s1", "capabilities": {"abort": true}}'
 MSG = {"id": "a1", "role": "assistant", "parts": [{"id": "a1:0", "type": "text", "text": "Hi"}]}

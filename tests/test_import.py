@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from chatkit_trace.capture.importer import ImportError_, import_file, read_exchanges
 from chatkit_trace.cli import main
-from chatkit_trace.importer import ImportError_, import_file, read_exchanges
 from chatkit_trace.store import TraceStore
 
 from .capture._util import response_body

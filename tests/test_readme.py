@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from chatkit_trace._docgen import cli_reference, finding_codes_table
 from chatkit_trace.analyze import CATALOGUE
+from chatkit_trace.cli._docgen import cli_reference, finding_codes_table
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -45,7 +45,7 @@ def test_command_table_matches_the_cli():
 def test_finding_codes_table_matches_the_catalogue():
     block = README.split("<!-- finding-codes", 1)[1].split("<!-- /finding-codes -->", 1)[0]
     assert block.split("\n", 1)[1].strip() == finding_codes_table(), (
-        "regenerate: python -m chatkit_trace._docgen --finding-codes"
+        "regenerate: python -m chatkit_trace.cli._docgen --finding-codes"
     )
     # Read back, the table says what the catalogue says, and links each code
     # and rule to its explanation.
@@ -57,7 +57,7 @@ def test_finding_codes_table_matches_the_catalogue():
 
 def test_cli_reference_is_generated_from_the_cli():
     committed = (ROOT / "docs" / "cli-reference.md").read_text()
-    assert committed == cli_reference(), "regenerate: python -m chatkit_trace._docgen > docs/cli-reference.md"
+    assert committed == cli_reference(), "regenerate: python -m chatkit_trace.cli._docgen > docs/cli-reference.md"
 
 
 def test_the_profile_example_is_a_valid_profile(tmp_path):

@@ -198,7 +198,7 @@ def test_check_text_output_points_at_the_explanation(tmp_path, capsys):
 
 
 def test_the_core_scripts_doc_example_holds(tmp_path):
-    from chatkit_trace.admit import run_script_text
+    from chatkit_trace.cli.admit import run_script_text
 
     doc = (ROOT / "docs" / "core-scripts.md").read_text("utf-8")
     script = doc.split("## Example", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]

@@ -1,6 +1,6 @@
 """Deriving a trace's facts, runs and findings for the viewer (in a worker thread).
 
-This is ``chatkit-trace check`` (:func:`chatkit_trace.checkcmd.run_check`):
+This is ``chatkit-trace check`` (:func:`chatkit_trace.cli.check.run_check`):
 the same derive engine (:class:`chatkit_trace.derive.Deriver`), one session
 at a time, the same trace-level merge, so the viewer shows exactly what
 ``check`` says.  Two differences a viewer needs: it reports progress after

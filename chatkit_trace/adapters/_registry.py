@@ -15,7 +15,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
-from ..core import ChatkitTraceError
+from ..errors import AdapterNotFound
 from ._protocol import AdapterProtocol
 
 __all__ = ["AdapterNotFound", "register_protocol", "load_protocol", "available_protocols"]
@@ -29,10 +29,6 @@ _BUILTINS: dict[str, str] = {
     "myproto": "chatkit_trace.examples.my_protocol:MyProtocol",
 }
 _REGISTERED: dict[str, Callable[[], AdapterProtocol]] = {}
-
-
-class AdapterNotFound(ChatkitTraceError, LookupError):
-    """No adapter of that name; the message lists what is installed."""
 
 
 def register_protocol(name: str, factory: Callable[[], AdapterProtocol]) -> None:

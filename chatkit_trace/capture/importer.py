@@ -48,28 +48,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .capture import (
+from ..core import ChatkitTraceError
+from ..errors import TraceImportError, UsageError
+from ..trace import Exchange, frames_from_body
+from ..wire import Frame, frames_from_har, ws_frame
+from . import (
     IdentityTracker,
     Profile,
     ProfileError,
     Redactor,
     apply_match,
-    output_frames,
     load_profile,
+    output_frames,
     resolve_from_frames,
     resolve_from_response,
 )
-from .core import ChatkitTraceError
-from .trace import Exchange, frames_from_body
-from .wire import Frame, frames_from_har, ws_frame
+
+#: the name this error had before ``chatkit_trace.errors`` (kept for old imports)
+ImportError_ = TraceImportError
 
 __all__ = ["ImportError_", "ImportResult", "identify", "identify_one", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
 Progress = Callable[[int, int], None]
-
-
-class ImportError_(ChatkitTraceError, ValueError):  # noqa: N801 - ImportError is a builtin
-    """The input cannot be imported; the message names the file and the reason."""
 
 
 @dataclass
@@ -466,7 +466,7 @@ def import_file(
     is called with (done, total) as exchanges are stored.  The store is
     committed; its derived tables hold the replay's facts and results.
     """
-    from .derive import Deriver
+    from ..derive import Deriver
 
     if isinstance(profile, str):
         profile = load_profile(profile)
@@ -510,7 +510,7 @@ def import_file(
     store.commit()
     streamed = [e for e in exchanges if e.capability is None and (e.frames or e.transport in ("sse", "ndjson", "ws"))]
     if streamed:
-        from .capture.detect import describe_routes, guess_profile, unmatched_hint
+        from .detect import describe_routes, guess_profile, unmatched_hint
 
         guess = guess_profile(streamed, exclude=profile.name)
         result.unmatched = unmatched_hint(profile.name, describe_routes(streamed), guess) + " (kept, not decoded)"
@@ -561,7 +561,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _usage(message: str) -> Exception:
-    from .cli import UsageError
 
     return UsageError(message)
 
@@ -575,7 +574,7 @@ def _remove(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .store import TraceStore
+    from ..store import TraceStore
 
     src = Path(args.file)
     if not src.exists():

@@ -32,9 +32,17 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, unquote_plus
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from ..core import ChatkitTraceError
+from ..errors import ProfileError
 from .identity import (
     ID_FIELDS,
     REQUEST_KINDS,
@@ -69,10 +77,6 @@ CORE_CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate
 PRESET_DIR = Path(__file__).with_name("presets")
 #: Preset names (files ``presets/{name}.toml``).
 PRESETS = ("openai", "adk", "a2a", "hermes", "agui", "myproto")
-
-
-class ProfileError(ChatkitTraceError, ValueError):
-    """A profile that cannot be used; the message says which file, which key and what."""
 
 
 # -- models ------------------------------------------------------------------------------

@@ -13,33 +13,30 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .core import ChatkitTraceError
+from ..core import ChatkitTraceError
+from ..errors import UsageError
 
 #: command name -> module (relative to chatkit_trace) providing add_parser/run.
 COMMANDS: dict[str, str] = {
-    "admit": "chatkit_trace.admit",
-    "demo": "chatkit_trace.demo",
-    "demo-backend": "chatkit_trace.demo_backend",
-    "record": "chatkit_trace.recordcmd",
-    "addon-path": "chatkit_trace.recordcmd_path",
-    "check": "chatkit_trace.checkcmd",
-    "explain": "chatkit_trace.explaincmd",
-    "runs": "chatkit_trace.runscmd",
-    "diff": "chatkit_trace.diffcmd",
-    "redecode": "chatkit_trace.redecodecmd",
-    "view": "chatkit_trace.viewcmd",
-    "import": "chatkit_trace.importer",
-    "export": "chatkit_trace.exportcmd",
-    "report": "chatkit_trace.reportcmd",
-    "replay": "chatkit_trace.replaycmd",
-    "serve": "chatkit_trace.servecmd",
-    "redrive": "chatkit_trace.redrivecmd",
-    "new-adapter": "chatkit_trace.newadaptercmd",
+    "admit": "chatkit_trace.cli.admit",
+    "demo": "chatkit_trace.demo.play",
+    "demo-backend": "chatkit_trace.demo.backend",
+    "record": "chatkit_trace.cli.record",
+    "addon-path": "chatkit_trace.cli.addon_path",
+    "check": "chatkit_trace.cli.check",
+    "explain": "chatkit_trace.cli.explain",
+    "runs": "chatkit_trace.cli.runs",
+    "diff": "chatkit_trace.cli.diff",
+    "redecode": "chatkit_trace.cli.redecode",
+    "view": "chatkit_trace.cli.view",
+    "import": "chatkit_trace.capture.importer",
+    "export": "chatkit_trace.cli.export",
+    "report": "chatkit_trace.cli.report",
+    "replay": "chatkit_trace.cli.replay",
+    "serve": "chatkit_trace.cli.serve",
+    "redrive": "chatkit_trace.cli.redrive",
+    "new-adapter": "chatkit_trace.cli.new_adapter",
 }
-
-
-class UsageError(ChatkitTraceError):
-    """A user mistake: printed as one line, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chatkit-trace",
         description="Record, decode and diagnose chat backends' streaming traffic against chatkit's Core.",
     )
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"chatkit-trace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,9 +96,3 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    # Run the imported module's main, so its UsageError is the one commands raise.
-    from chatkit_trace.cli import main as _main
-
-    sys.exit(_main())

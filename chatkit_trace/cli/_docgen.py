@@ -1,7 +1,7 @@
 """Generate docs from the code itself (so they cannot drift).
 
-    python -m chatkit_trace._docgen > docs/cli-reference.md
-    python -m chatkit_trace._docgen --finding-codes   # the README's finding-code table
+    python -m chatkit_trace.cli._docgen > docs/cli-reference.md
+    python -m chatkit_trace.cli._docgen --finding-codes   # the README's finding-code table
 
 Tests regenerate both and compare them with the committed files.
 """
@@ -16,14 +16,14 @@ def cli_reference() -> str:
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:
-        from .cli import build_parser
+        from . import build_parser
 
         parser = build_parser()
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         out = [
             "# Command reference",
             "",
-            "Generated from the CLI by `python -m chatkit_trace._docgen`; a test keeps it in sync.",
+            "Generated from the CLI by `python -m chatkit_trace.cli._docgen`; a test keeps it in sync.",
             "",
             "```text",
             parser.format_help().rstrip(),
@@ -43,8 +43,8 @@ def cli_reference() -> str:
 def finding_codes_table(base: str = "docs/rules.md") -> str:
     """The README's finding-code table, from the catalogue, each code and rule
     linked to its explanation in docs/rules.md."""
-    from .analyze import CATALOGUE
-    from .rules import rule_link
+    from ..analyze import CATALOGUE
+    from ..rules import rule_link
 
     def rules(rule: str) -> str:
         return " ".join(f"[{r}]({rule_link(r, base)})" for r in rule.split()) if rule != "-" else "-"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from .recordcmd import addon_path
+from .record import addon_path
 
 __all__ = ["add_parser", "run"]
 

@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
+
 __all__ = [
     "OPS",
     "RESULTS",
@@ -232,7 +234,6 @@ class ScriptLine:
 
 
 def _usage(name: str, number: int | None, what: str) -> Exception:
-    from .cli import UsageError
 
     where = f"{name}:{number}" if number is not None else name
     return UsageError(f"{where}: {what}")
@@ -274,7 +275,7 @@ def _check_expect(name: str, number: int, expect: Any) -> dict[str, Any]:
         if key in expect and not isinstance(expect[key], str):
             raise _usage(name, number, f"expect.{key} must be a string")
     if "reason" in expect:
-        from .core import FactRejectReason
+        from ..core import FactRejectReason
 
         reasons = {r.value for r in FactRejectReason}
         if expect["reason"] not in reasons:
@@ -312,7 +313,7 @@ def _check_line(name: str, number: int, obj: Any, first: bool) -> ScriptLine:
         if key not in obj:
             raise _usage(name, number, f"{op}: missing {key!r}")
     if op == "open" and "capabilities" in data:
-        from .core import CAPABILITY_NAMES
+        from ..core import CAPABILITY_NAMES
 
         for cap, on in data["capabilities"].items():
             if cap not in CAPABILITY_NAMES:
@@ -418,7 +419,7 @@ class _Driver:
     """Applies script lines to one ChatCore, playing a scripted adapter."""
 
     def __init__(self, session: str, capabilities: Mapping[str, bool]) -> None:
-        from .core import ChatCore
+        from ..core import ChatCore
 
         self.number = 0
         self.core = ChatCore(
@@ -430,7 +431,7 @@ class _Driver:
     def drain(self) -> None:
         """Answer the Core's requests as the scripted adapter: accept every
         dispatch, acknowledge every stop; a resume needs no answer."""
-        from .core import AbortRequest, DispatchRequest
+        from ..core import AbortRequest, DispatchRequest
 
         core = self.core
         for _ in range(10_000):
@@ -571,7 +572,6 @@ def _read(path: str | Path) -> tuple[str, str]:
     try:
         return data.decode("utf-8-sig"), name
     except UnicodeDecodeError as err:
-        from .cli import UsageError
 
         line = data[: err.start].count(b"\n") + 1
         raise UsageError(f"{name}:{line}: not UTF-8 text") from None

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
-from .cli import UsageError
+from ..analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
+from ..errors import NothingToJudge, UsageError
 
 __all__ = [
     "add_parser",
@@ -83,10 +83,6 @@ def select_findings(findings: Iterable[Finding], select: Sequence[str] = (), ign
             continue
         out.append(f)
     return out
-
-
-class NothingToJudge(UsageError):
-    """The trace holds nothing the profile's adapter could judge: exit 2, never a pass."""
 
 
 class CheckResult:
@@ -149,7 +145,7 @@ def run_check(
     in place when ``profile`` is a route profile); otherwise nothing is
     written to the input.
     """
-    from .loading import TraceInputError, open_trace
+    from ..loading import TraceInputError, open_trace
 
     try:
         loaded = open_trace(path, profile=profile, writable=store_results)
@@ -160,7 +156,7 @@ def run_check(
             raise
         raise NothingToJudge(hint) from None
     try:
-        from .derive import Deriver
+        from ..derive import Deriver
 
         write = store_results and loaded.kind == "db" and not loaded.store.readonly
         deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
@@ -174,7 +170,7 @@ def run_check(
             # An empty findings table then means "clean", not "never checked".
             import time
 
-            from . import __version__
+            from .. import __version__
 
             loaded.store.set_meta("analysed", {"at": time.time(), "chatkit_trace_version": __version__, "findings": len(findings)})
             loaded.store.commit()
@@ -189,7 +185,7 @@ def _streamed(ex: Any) -> bool:
 
 def _nothing_to_judge(trace: str, loaded: Any, counts: dict[str, int]) -> str:
     """The one sentence for a trace with nothing to judge (see the module docstring)."""
-    from .capture.detect import describe_routes, guess_profile, unmatched_hint
+    from ..capture.detect import describe_routes, guess_profile, unmatched_hint
 
     store = loaded.store
     if not store.exchange_count():
@@ -209,7 +205,7 @@ def _nothing_to_judge(trace: str, loaded: Any, counts: dict[str, int]) -> str:
 
 def _unmatched_notes(loaded: Any) -> list[str]:
     """A note for streamed exchanges no route matched, when others were judged."""
-    from .capture.detect import describe_routes, guess_profile, unmatched_hint
+    from ..capture.detect import describe_routes, guess_profile, unmatched_hint
 
     rows = list(loaded.store.exchanges(with_frames=False, classified=False))
     streamed = [e for e in rows if e.transport in ("sse", "ndjson", "ws", "body")]
@@ -225,9 +221,9 @@ def _no_profile_hint(path: str) -> str | None:
     """For a trace recorded without a profile: what its traffic looks like."""
     from pathlib import Path
 
-    from .capture.detect import describe_routes, guess_profile, unmatched_hint
-    from .loading import kind_of
-    from .store import TraceStore
+    from ..capture.detect import describe_routes, guess_profile, unmatched_hint
+    from ..loading import kind_of
+    from ..store import TraceStore
 
     if kind_of(Path(path)) != "db":
         return None
@@ -252,7 +248,13 @@ class _session_progress:
         if not self.enabled:
             return lambda derived: None
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
 
         self.progress = Progress(
             TextColumn("analysing sessions"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -410,7 +412,7 @@ def render_junit(result: CheckResult, fail_on: str = "error") -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.explain:
-        from .explaincmd import explain_text
+        from .explain import explain_text
 
         print(explain_text([args.explain]))
         return 0
@@ -442,7 +444,7 @@ def run(args: argparse.Namespace) -> int:
     result.baselined = len(findings) - len(kept)
     result.findings = kept
     if args.html:
-        from .report import write_report
+        from ..report import write_report
 
         shown = {f.fingerprint for f in kept}
         options = Options(first_event=args.first_event, stall=args.stall)

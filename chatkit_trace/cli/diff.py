@@ -38,8 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def message_lines(m: Any, limit: int | None) -> list[str]:
     """A message as lines: ``role id``, then one line per part."""
-    from .analyze import clip
-    from .analyze.identity import visible
+    from ..analyze import clip
+    from ..analyze.identity import visible
 
     out = [f"{m.role} {m.id}"]
     for p in m.parts:
@@ -81,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from .analyze import Context
-    from .analyze.identity import cause_sentence, comparisons, describe, limit_sentence
-    from .derive import Deriver
-    from .loading import open_trace
+    from ..analyze import Context
+    from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence
+    from ..derive import Deriver
+    from ..loading import open_trace
 
     found: list[Any] = []
 

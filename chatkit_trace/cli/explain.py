@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from .cli import UsageError
-from .rules import UnknownRule, explain
+from ..errors import UsageError
+from ..rules import UnknownRule, explain
 
 __all__ = ["add_parser", "run", "explain_text"]
 

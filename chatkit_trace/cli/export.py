@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "run"]
 
 
@@ -42,8 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
-    from .fixtures import FIXTURE_SUFFIX, dumps_fixture, export_fixture
+    from ..fixtures import FIXTURE_SUFFIX, dumps_fixture, export_fixture
 
     out = args.output
     if out != "-":

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from string import Template
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "run", "generate", "TEMPLATES"]
 
 TEMPLATES = Path(__file__).with_name("templates") / "new_adapter"
@@ -25,7 +27,6 @@ _NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 
 def names(name: str) -> dict[str, str]:
     """``my-proto`` -> ``{"name": "my-proto", "pkg": "my_proto", "cls": "MyProtoProtocol"}``."""
-    from .cli import UsageError
 
     if not _NAME.fullmatch(name):
         raise UsageError(
@@ -39,7 +40,6 @@ def names(name: str) -> dict[str, str]:
 
 def generate(name: str, dest: Path) -> list[Path]:
     """Write the skeleton of adapter ``name`` into ``dest`` (which must not exist)."""
-    from .cli import UsageError
 
     values = names(name)
     if dest.exists():

@@ -23,6 +23,8 @@ import os
 import sys
 from urllib.parse import urlsplit
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "addon_path", "mitmdump_args", "run"]
 
 
@@ -70,7 +72,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def mitmdump_args(args: argparse.Namespace) -> list[str]:
     """The argument list ``record`` hands to mitmdump (tested on its own)."""
-    from .cli import UsageError
 
     url = urlsplit(args.upstream)
     if url.scheme not in ("http", "https") or not url.hostname:
@@ -79,7 +80,7 @@ def mitmdump_args(args: argparse.Namespace) -> list[str]:
         raise UsageError(f"--port must be between 1 and 65535, not {args.port}")
     faults = list(getattr(args, "fault", None) or [])
     if faults:
-        from .addons.fault_rules import FaultRuleError, parse_rules
+        from ..addons.fault_rules import FaultRuleError, parse_rules
 
         try:
             parse_rules(faults)
@@ -106,7 +107,7 @@ def mitmdump_args(args: argparse.Namespace) -> list[str]:
     if args.max_age:
         argv += ["--set", f"chatkit_max_age={args.max_age}"]
     if faults:
-        from .addons import faults_path
+        from ..addons import faults_path
 
         argv += ["-s", faults_path()]
         for rule in faults:
@@ -128,11 +129,10 @@ def every_stream_note(spec: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
 
     argv = mitmdump_args(args)
     try:
-        from .capture.profiles import load_profile
+        from ..capture.profiles import load_profile
 
         profile = load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
     except ImportError:

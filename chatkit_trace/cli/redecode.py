@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .analyze import Options
+from ..analyze import Options
+from ..errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,9 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .checkcmd import run_check
-    from .cli import UsageError
-    from .loading import kind_of
+    from ..loading import kind_of
+    from .check import run_check
 
     if kind_of(Path(args.trace)) != "db":
         raise UsageError(f"{args.trace}: redecode rewrites a trace database; import HAR/flow files first")
@@ -58,8 +58,8 @@ def _settle(path: str, profile: str | None) -> None:
     """Name an adapter-only ``--profile`` (``pkg.mod:Class``) in the meta (a
     route profile was stored by the re-classification), and leave no
     -wal/-shm files next to a trace nothing else has open."""
-    from .loading import _route_profile
-    from .store import TraceStore
+    from ..loading import _route_profile
+    from ..store import TraceStore
 
     with TraceStore(path) as store:
         prof = _route_profile(profile) if profile else None

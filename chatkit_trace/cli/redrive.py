@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "run"]
 
 
@@ -39,10 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
-    from .fixtures import dump_fixture, load_fixture
-    from .fixtures.redrive import redrive_fixture
-    from .fixtures.server import parse_speed
+    from ..fixtures import dump_fixture, load_fixture
+    from ..fixtures.redrive import redrive_fixture
+    from ..fixtures.server import parse_speed
 
     if not args.upstream.startswith(("http://", "https://")):
         raise UsageError(f"--upstream must be an http(s):// URL, not {args.upstream!r}")

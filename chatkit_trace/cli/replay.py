@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "expand", "run"]
 
 
@@ -33,8 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def expand(items: list[str]) -> list[Path]:
-    from .cli import UsageError
-    from .fixtures import FIXTURE_SUFFIX
+    from ..fixtures import FIXTURE_SUFFIX
 
     out: list[Path] = []
     for item in items:
@@ -50,8 +51,8 @@ def expand(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .core import ChatkitTraceError
-    from .fixtures import replay_fixture, update_fixture
+    from ..core import ChatkitTraceError
+    from ..fixtures import replay_fixture, update_fixture
 
     paths = expand(args.fixtures)
     failed = errors = 0

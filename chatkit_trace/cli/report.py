@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .analyze import Options
+from ..analyze import Options
+from ..errors import UsageError
 
 __all__ = ["add_parser", "run"]
 
@@ -39,8 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
-    from .report import write_report
+    from ..report import write_report
 
     for name in ("first_event", "stall"):
         if getattr(args, name) < 0:

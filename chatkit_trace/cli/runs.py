@@ -10,7 +10,7 @@ from typing import Any
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from .trace import STREAM_STATES
+    from ..trace import STREAM_STATES
 
     p = sub.add_parser(
         "runs",
@@ -27,9 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def collect(path: str, profile: str | None = None) -> list[dict]:
     """One row per run, as ``check`` derives the trace (the same engine, the same findings)."""
-    from .derive import Deriver
-    from .loading import open_trace
-    from .trace import stream_state
+    from ..derive import Deriver
+    from ..loading import open_trace
+    from ..trace import stream_state
 
     runs: list[tuple[Any, str]] = []
 

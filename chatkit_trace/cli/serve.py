@@ -15,6 +15,8 @@ import contextlib
 import signal
 import sys
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "run"]
 
 
@@ -36,8 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
-    from .fixtures.server import parse_speed
+    from ..fixtures.server import parse_speed
 
     try:
         speed = parse_speed(args.speed)
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, speed: float | None) -> None:
     from aiohttp import web
 
-    from .fixtures.server import ROUTES_PATH, ReplayServer, load_exchanges
+    from ..fixtures.server import ROUTES_PATH, ReplayServer, load_exchanges
 
     exchanges, profile, _ = load_exchanges(args.source, session=args.session, profile=args.profile)
     server = ReplayServer(exchanges, speed=speed, profile=profile, label=str(args.source))

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .viewer import ViewerApp, open_source
+    from ..viewer import ViewerApp, open_source
 
     source = open_source(args.trace, args.profile)  # bad input: one clear line, exit 2 (cli.main)
     app = ViewerApp(

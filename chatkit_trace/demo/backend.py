@@ -76,6 +76,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ..errors import UsageError
+
 __all__ = [
     "BEHAVIOURS",
     "BUGS",
@@ -796,7 +798,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
-    from .cli import UsageError
 
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port must be between 0 and 65535, not {args.port}")

@@ -9,7 +9,7 @@ is a new page on the same session: it reads history and resumes the run
 history reports active (R8.3).
 
 :data:`DEMO_SESSIONS` are the sessions ``chatkit-trace demo`` plays against
-the demo backend (:mod:`chatkit_trace.demo_backend`): a clean one, a clean
+the demo backend (:mod:`chatkit_trace.demo.backend`): a clean one, a clean
 resume after a reset, and one per bug.  The session id spells its bugs (the
 backend reads them from it); :attr:`DemoSession.expect` names the finding
 codes (errors and warnings) the recording must show for it and
@@ -17,7 +17,7 @@ codes (errors and warnings) the recording must show for it and
 
 Against any URL (the demo backend, or a recording proxy in front of it)::
 
-    python -m chatkit_trace.demo_client http://127.0.0.1:9000
+    python -m chatkit_trace.demo.client http://127.0.0.1:9000
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from .adapters import (
+from ..adapters import (
     AbortRequestArgs,
     Adapter,
     HistoryRequestArgs,
@@ -41,8 +41,8 @@ from .adapters import (
     RunRequest,
     create_adapter,
 )
-from .examples.my_protocol import MyProtocol
-from .runtime import ChatRuntime, Response
+from ..examples.my_protocol import MyProtocol
+from ..runtime import ChatRuntime, Response
 
 __all__ = [
     "DEMO_SESSIONS",
@@ -509,7 +509,7 @@ async def drive(
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m chatkit_trace.demo_client URL", file=sys.stderr)
+        print("usage: python -m chatkit_trace.demo.client URL", file=sys.stderr)
         return 2
     outcomes = asyncio.run(drive(args[0]))
     for o in outcomes:

@@ -1,13 +1,13 @@
 """``chatkit-trace demo``: the whole product on a built-in default, in a few seconds.
 
-1. starts the demo backend (:mod:`chatkit_trace.demo_backend`, aiohttp on
+1. starts the demo backend (:mod:`chatkit_trace.demo.backend`, aiohttp on
    127.0.0.1, a free port): the seed's example protocol with resume, history,
    stop, a session subscription and bugs switched on per session;
 2. starts the recording proxy in front of it: ``chatkit-trace record
    --profile myproto`` (mitmdump with the real addon) as a subprocess on a
    free port;
 3. plays the demo sessions through the proxy with a real HTTP client
-   (:mod:`chatkit_trace.demo_client`): a clean session (text, tool, failure,
+   (:mod:`chatkit_trace.demo.client`): a clean session (text, tool, failure,
    stop, reload + resume, refresh), one with a session subscription, a
    correct resume after a reset, and one session per bug;
 4. stops the proxy (everything received is flushed; streams a buggy backend
@@ -222,8 +222,8 @@ def _written_by_the_demo(db: Path) -> bool:
     """Whether ``db`` is a trace an earlier demo wrote (meta ``demo``), so replacing it loses nothing."""
     import sqlite3
 
-    from .demo_client import DEMO_SESSIONS
-    from .store import TraceFormatError, TraceStore
+    from ..store import TraceFormatError, TraceStore
+    from .client import DEMO_SESSIONS
 
     try:
         with TraceStore(db, readonly=True) as store:
@@ -253,8 +253,8 @@ def _remove_trace(db: Path) -> None:
 
 
 async def _record(report: DemoReport, proxy: RecordingProxy, pace_ms: float) -> None:
-    from .demo_backend import running_backend
-    from .demo_client import Driver
+    from .backend import running_backend
+    from .client import Driver
 
     t0 = time.monotonic()
     async with running_backend(pace_ms=pace_ms) as (backend_url, _backend):
@@ -278,7 +278,7 @@ async def _record(report: DemoReport, proxy: RecordingProxy, pace_ms: float) -> 
 
 def play(db: Path, *, protocol: str = "myproto", pace_ms: float = 5.0) -> DemoReport:
     """Record the demo into ``db`` (replaced) and check it; every process is gone on return."""
-    from .checkcmd import run_check
+    from ..cli.check import run_check
 
     _check_target(db)
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -303,8 +303,8 @@ def _note_profile(db: Path, profile: str) -> None:
     """Mark the trace as the demo's (meta ``demo``) and name its profile (``profile``,
     ``protocol``, ``capabilities``) when the recorder did not, so ``check`` and ``view``
     need no ``--profile``."""
-    from .capture.profiles import load_profile
-    from .store import TraceStore
+    from ..capture.profiles import load_profile
+    from ..store import TraceStore
 
     prof = load_profile(profile)
     with TraceStore(db) as store:
@@ -360,7 +360,7 @@ def _viewer_available() -> str | None:
     """Why the viewer cannot open, or None when ``chatkit-trace view`` exists."""
     import importlib
 
-    from .cli import COMMANDS
+    from ..cli import COMMANDS
 
     module = COMMANDS.get("view")
     if module is None:
@@ -373,8 +373,9 @@ def _viewer_available() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .checkcmd import render_text
-    from .cli import UsageError, main
+    from ..cli import main
+    from ..cli.check import render_text
+    from ..errors import UsageError
 
     if args.pace_ms < 0:
         raise UsageError("--pace-ms must be >= 0")

@@ -29,15 +29,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core import ChatkitTraceError
 from ..analyze import CATALOGUE, Finding, Options, severity_rank
 from ..analyze._context import Context
-from ..pipeline import DEFAULT_SESSION, Replay, Replayer
 from ..derive import Deriver, SessionDerivation, fact_summary
+from ..errors import ReportError
+from ..pipeline import DEFAULT_SESSION, Replay, Replayer
 from ..trace import Exchange
 from ..wire import Frame
 from ._html import HtmlWriter
@@ -49,10 +48,6 @@ __all__ = ["ReportError", "ReportResult", "write_report"]
 #: Frame index of an exchange's request row and of its end-of-stream row (as the viewer's).
 START = -1
 END = 1 << 30
-
-
-class ReportError(ChatkitTraceError, ValueError):
-    """A report cannot be written where asked; the message says why."""
 
 
 @dataclass

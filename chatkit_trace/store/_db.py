@@ -24,16 +24,12 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from ..core import ChatkitTraceError
+from ..errors import TraceFormatError
 from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ._schema import DERIVED_TABLES, MIGRATIONS, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
 __all__ = ["ALL", "TraceStore", "TraceFormatError", "frame_id", "parse_frame_id", "frame_from_row", "exchange_from_row", "FRAME_COLUMNS"]
-
-
-class TraceFormatError(ChatkitTraceError, ValueError):
-    """A file is not a trace database this version can read; the message says why."""
 
 
 def frame_id(exchange_index: int, frame_index: int) -> str:

@@ -375,7 +375,7 @@ def findings_of(findings, code):
 def test_diff_viewer_and_report_mark_only_what_the_comparison_counts():
     """ids history cannot carry (CK207) and tool fields the live stream could
     not carry (CK306/CK307) are not marked as differences; a real one is."""
-    from chatkit_trace.diffcmd import _rows
+    from chatkit_trace.cli.diff import _rows
     from viewer.diff import _cells
 
     def marked(c):

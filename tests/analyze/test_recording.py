@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+from chatkit_trace.adapters import create_adapter
 from chatkit_trace.analyze import CATALOGUE, trace_findings
-from chatkit_trace.checkcmd import run_check
+from chatkit_trace.cli.check import run_check
 from chatkit_trace.derive import Deriver
 from chatkit_trace.examples.my_protocol import MyProtocol
-from chatkit_trace.adapters import create_adapter
 from chatkit_trace.store import TraceStore
 from chatkit_trace.trace import Exchange, frames_from_body
 

@@ -20,11 +20,11 @@ from mitmproxy import exceptions, http
 from mitmproxy.addons.view import View
 from mitmproxy.test import taddons, tflow
 
-from chatkit_trace import recordcmd
 from chatkit_trace.capture import recorder as recorder_mod
 from chatkit_trace.capture import writer as writer_mod
 from chatkit_trace.capture.recorder import OPTIONS, Recorder, parse_duration, stream_transport
 from chatkit_trace.capture.writer import end_kind
+from chatkit_trace.cli import record as recordcmd
 from chatkit_trace.store import TraceStore
 
 ADDON = Path(__file__).resolve().parents[2] / "chatkit_trace" / "addon.py"

@@ -2,7 +2,7 @@
 
 Each script feeds commands and facts into a fresh Core and states, on every
 line, what the Core must do (SPEC R3-R13; the format is docs/core-scripts.md, see
-``chatkit_trace.admit``).  Scripts named ``bug-*.jsonl`` show a Core bug:
+``chatkit_trace.cli.admit``).  Scripts named ``bug-*.jsonl`` show a Core bug:
 they are listed in :data:`BUGS`, kept out of the passing parametrization and
 expected to fail until the Core is fixed.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.admit import run_script
+from chatkit_trace.cli.admit import run_script
 from chatkit_trace.core import FactRejectReason
 
 SCRIPTS = Path(__file__).parent / "scripts"

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from chatkit_trace.adapters import MessageUpdate, create_adapter
-from chatkit_trace.demo_backend import (
+from chatkit_trace.demo.backend import (
     BUGS,
     SessionOptions,
     options_from_json,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from chatkit_trace.demo_backend import running_backend
-from chatkit_trace.demo_client import DEMO_SESSIONS, Driver, HttpChat, Page, drive
+from chatkit_trace.demo.backend import running_backend
+from chatkit_trace.demo.client import DEMO_SESSIONS, Driver, HttpChat, Page, drive
 
 
 async def test_every_demo_session_plays_and_ends_as_its_backend_makes_it():

@@ -12,8 +12,8 @@ import threading
 import aiohttp
 import pytest
 
-from chatkit_trace.demo_backend import running_backend
-from chatkit_trace.demo_client import STREAM_TIMEOUT, HttpChat
+from chatkit_trace.demo.backend import running_backend
+from chatkit_trace.demo.client import STREAM_TIMEOUT, HttpChat
 from chatkit_trace.testing import ConformanceHarness, run_adapter_conformance
 
 

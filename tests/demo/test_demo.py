@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.checkcmd import run_check
-from chatkit_trace.demo_client import DEMO_SESSIONS
+from chatkit_trace.cli.check import run_check
+from chatkit_trace.demo.client import DEMO_SESSIONS
 
 pytestmark = pytest.mark.mitmdump
 

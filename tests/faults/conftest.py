@@ -91,7 +91,7 @@ class ThreadServer:
 @pytest.fixture(scope="module")
 def demo() -> Iterator[tuple[ThreadServer, Any]]:
     """The real demo backend (myproto, resume, history, switchable bugs), 5 ms pace."""
-    from chatkit_trace.demo_backend import DemoBackend
+    from chatkit_trace.demo.backend import DemoBackend
 
     holder: dict[str, Any] = {}
 
@@ -227,7 +227,7 @@ def findings(
     severities: tuple[str, ...] = ("error", "warning"),
 ) -> list[Any]:
     """``check``'s findings of one session (as ``chatkit-trace check --profile`` reports them)."""
-    from chatkit_trace.checkcmd import run_check
+    from chatkit_trace.cli.check import run_check
 
     result = run_check(str(path), profile=profile, store_results=False)
     return [f for f in result.findings if f.session_id == session_id and f.severity in severities]

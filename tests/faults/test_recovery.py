@@ -21,7 +21,7 @@ from aiohttp import web
 
 from chatkit_trace.adapters import create_adapter
 from chatkit_trace.adapters.openai import OpenAIProtocol
-from chatkit_trace.demo_client import HttpChat, Page
+from chatkit_trace.demo.client import HttpChat, Page
 from chatkit_trace.examples.my_protocol import MyProtocol
 from chatkit_trace.runtime import ChatRuntime
 
@@ -245,7 +245,7 @@ async def test_a_cut_on_a_protocol_without_resume_is_ck103_and_nothing_is_invent
 
 def _runs(path: Any, sid: str) -> list[dict[str, Any]]:
     """The runs ``check`` derives (outcome per run), read from a checked copy."""
-    from chatkit_trace.checkcmd import run_check
+    from chatkit_trace.cli.check import run_check
     from chatkit_trace.store import TraceStore
 
     run_check(str(path), profile="openai", store_results=True)

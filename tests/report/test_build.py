@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from chatkit_trace.derive import _engine as derive_engine
-from chatkit_trace.checkcmd import run_check
 from chatkit_trace.cli import main
+from chatkit_trace.cli.check import run_check
+from chatkit_trace.derive import _engine as derive_engine
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
 from chatkit_trace.report import ReportError, rule_text, write_report

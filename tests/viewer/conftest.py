@@ -31,7 +31,7 @@ def corpus_trace(folder: Path, name: str, *, check: bool = False) -> Path:
         for ex in exchanges:
             store.add_exchange(ex)
     if check:
-        from chatkit_trace.checkcmd import run_check
+        from chatkit_trace.cli.check import run_check
 
         run_check(str(path), store_results=True)  # the derived tables the viewer reads
     return path
@@ -115,7 +115,7 @@ def combined_trace(path: Path, names: list[str], *, check: bool = False) -> Path
                 n += 1
             assert n > first
     if check:
-        from chatkit_trace.checkcmd import run_check
+        from chatkit_trace.cli.check import run_check
 
         run_check(str(path), store_results=True)  # the derived tables the viewer reads
     return path
