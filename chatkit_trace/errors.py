@@ -23,8 +23,9 @@
 
 The command line turns any of them into one line on stderr and exit code 2
 (:func:`chatkit_trace.cli.main`), never a traceback.  The Core's three live
-in :mod:`chatkit_trace.core` (it imports nothing but the standard library);
-the others are defined here and re-exported where they were raised before
+in :mod:`chatkit_trace.core` (it imports nothing but the standard library)
+and ``WireDecodeError`` in :mod:`chatkit_trace.wire.errors` (the wire layer
+imports nothing above the Core); the others are defined here and re-exported where they were raised before
 (``chatkit_trace.store.TraceFormatError``, ``chatkit_trace.runtime.HTTPStatusError``
 and so on), so either import path works.  Rejected facts and decode problems
 are *values* (``FactResult``, ``wire.DecodeError``), never exceptions.
@@ -32,12 +33,8 @@ are *values* (``FactResult``, ``wire.DecodeError``), never exceptions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .core import ChatkitTraceError, HistoryFormatError, InvalidMessageError
-
-if TYPE_CHECKING:
-    from .wire.errors import DecodeError
+from .wire.errors import WireDecodeError
 
 __all__ = [
     "AdapterNotFound",
@@ -59,17 +56,6 @@ __all__ = [
     "UsageError",
     "WireDecodeError",
 ]
-
-
-class WireDecodeError(ChatkitTraceError, ValueError):
-    """Raised only by callers that ask for an exception; wraps a :class:`~chatkit_trace.wire.DecodeError`."""
-
-    def __init__(self, error: DecodeError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-    def __reduce__(self) -> tuple[type[WireDecodeError], tuple[DecodeError]]:
-        return (WireDecodeError, (self.error,))
 
 
 class AdapterNotFound(ChatkitTraceError, LookupError):

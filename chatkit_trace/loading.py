@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .adapters import Adapter, create_adapter, load_protocol
+from .adapters import Adapter
+from .capture.profiles import resolve_adapter
 from .core import ChatkitTraceError
 from .errors import TraceInputError
 from .store import TraceStore
@@ -80,41 +81,6 @@ def kind_of(path: Path) -> str:
         except OSError:
             pass
     return "db"
-
-
-def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter, frozenset[str], str | None]:
-    """The adapter and Core capabilities for a trace (``profile`` overrides the meta)."""
-    protocol_name = meta.get("protocol")
-    caps = meta.get("capabilities")
-    name = profile or meta.get("profile")
-    recordings = meta.get("recordings")
-    if not protocol_name and isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict):
-        # A recording made before the top-level keys existed names its profile here.
-        last = recordings[-1]
-        protocol_name = last.get("protocol")
-        name = name or last.get("profile")
-    if profile is not None:
-        try:
-            from .capture import load_profile  # type: ignore[attr-defined]
-
-            prof = load_profile(profile)
-            protocol_name, name = prof.protocol, prof.name
-            if prof.adapter_spec is None or not caps:
-                caps = sorted(prof.capabilities)
-            # else: an adapter named alone re-decodes the trace with the
-            # capabilities it was recorded with (only the protocol changes)
-        except ImportError:
-            protocol_name = profile
-        except ChatkitTraceError:
-            raise  # load_profile knows presets, files and adapters: its message lists them
-    if not protocol_name:
-        raise TraceInputError(
-            "the trace does not say which protocol it was recorded with: pass --profile (openai, adk, a2a, hermes, ...)"
-        )
-    protocol = load_protocol(protocol_name)
-    capabilities = frozenset(caps) if caps else frozenset({"abort", "history", "resume", "subscribe", "regenerate", "edit"})
-    adapter = create_adapter(protocol, **{c: True for c in capabilities if c != "run"})
-    return adapter, capabilities | {"run"}, name
 
 
 def _route_profile(profile: str | None) -> Any:
@@ -243,7 +209,7 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         return LoadedTrace(p, store, adapter, caps, name, kind, temporary=True)
     if kind == "fixture":
         try:
-            from .fixtures import fixture_to_store  # type: ignore[attr-defined]
+            from .fixtures.replay import fixture_to_store
         except ImportError:
             raise TraceInputError(f"{p} looks like a fixture, and fixtures are not supported yet") from None
         store, meta = fixture_to_store(p)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -15,10 +15,8 @@ from textual.widgets import Footer, Static
 
 from .data import FindingInfo, RunInfo, row_key
 from .diff import Comparison, cause_sentence, comparisons, describe, limit_sentence, side_by_side
+from .host import ViewerHost
 from .render import esc, markup
-
-if TYPE_CHECKING:
-    from .app import ViewerApp
 
 __all__ = ["HELP", "DetailScreen", "DiffScreen", "ExportScreen", "HelpScreen"]
 
@@ -46,7 +44,7 @@ class DiffScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        viewer: ViewerHost = self.app  # type: ignore[assignment]
         self.items = comparisons(
             viewer.data,
             self.run.session_for_replay,
@@ -291,7 +289,7 @@ class ExportScreen(ModalScreen[None]):
         self.written: Path | None = None
 
     def target(self) -> Path:
-        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        viewer: ViewerHost = self.app  # type: ignore[assignment]
         name = f"{Path(viewer.source_path).stem}-{self.run.session_id}-{self.run.run_id}"
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         path = self.folder / f"{name}.chatkit.json"
@@ -302,7 +300,7 @@ class ExportScreen(ModalScreen[None]):
         return path
 
     def compose(self) -> ComposeResult:
-        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        viewer: ViewerHost = self.app  # type: ignore[assignment]
         target = self.target()
         codes = ", ".join(sorted({f.code for f in self.findings})) or "none"
         what = (
@@ -344,7 +342,7 @@ class ExportScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True)
     def _export(self, target: Path) -> None:
-        viewer: ViewerApp = self.app  # type: ignore[assignment]
+        viewer: ViewerHost = self.app  # type: ignore[assignment]
         try:
             from chatkit_trace.fixtures import dumps_fixture
 

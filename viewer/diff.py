@@ -14,7 +14,14 @@ from typing import Any
 
 from textual.content import Content
 
-from chatkit_trace.analyze.identity import Comparison, Pair, cause_sentence, describe, limit_sentence, visible
+from chatkit_trace.analyze.identity import (
+    Comparison,
+    Pair,
+    cause_sentence,
+    describe,
+    limit_sentence,
+    visible,
+)
 from chatkit_trace.core import RuntimeMessage
 
 from .data import TraceData

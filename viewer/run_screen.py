@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -27,12 +27,13 @@ from .data import (
     problem_frames,
     row_key,
 )
+from .host import ViewerHost
 from .messages import MomentReady
 from .render import (
     esc,
-    markup,
     fact_line,
     hexdump,
+    markup,
     messages_content,
     pretty,
     snapshot_content,
@@ -40,11 +41,8 @@ from .render import (
     sse_block,
 )
 from .replay import Moment, SessionReplayer
-from .timeline import Timeline
+from .timeline import Timeline, build_timeline
 from .widgets import FindingsList, Panel, TimelineView, VirtualList
-
-if TYPE_CHECKING:
-    from .app import ViewerApp
 
 __all__ = ["SPEEDS", "RunScreen", "fact_brief"]
 
@@ -135,7 +133,7 @@ class RunScreen(Screen[None]):
         self._signature: tuple[Any, ...] | None = None
 
     @property
-    def viewer(self) -> ViewerApp:
+    def viewer(self) -> ViewerHost:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -171,7 +169,7 @@ class RunScreen(Screen[None]):
             refs += (
                 self.initial_finding.frames
             )  # e.g. a trace-wide finding opened from the runs screen
-        self.timeline = data.timeline(self.run, refs)
+        self.timeline = build_timeline(data, self.run, refs)
         view = self.query_one(TimelineView)
         old = view.cursor
         view.set_timeline(data, self.timeline)

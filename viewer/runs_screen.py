@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,12 +14,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from .data import FindingInfo, RunInfo
+from .host import ViewerHost
 from .messages import SearchDone
 from .render import esc, markup
 from .widgets import FindingsList, RunsTable, VirtualList
-
-if TYPE_CHECKING:
-    from .app import ViewerApp
 
 __all__ = ["STATUS_CYCLE", "RunsScreen", "matches", "parse_query"]
 
@@ -91,7 +89,7 @@ class RunsScreen(Screen[None]):
         self.text_hits: dict[str, set[int]] = {}
 
     @property
-    def viewer(self) -> ViewerApp:
+    def viewer(self) -> ViewerHost:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:

@@ -11,95 +11,11 @@ exchange: random access is a bisect and memory is O(segments), not O(frames)
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
-from .data import END, START, STREAMING, ExchangeInfo, RunInfo, TraceData, parse_ref
+from .data import END, START, STREAMING, ExchangeInfo, Key, RunInfo, Timeline, TraceData, parse_ref
 
 __all__ = ["Timeline", "build_timeline"]
-
-Key = tuple[float, int, int, int]
-
-
-class Timeline:
-    """The rows of one run in replay order, as segments ``(exchange, first, count)``.
-
-    ``first`` is a frame index, or :data:`START` / :data:`END` (count 1).
-    ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
-    """
-
-    def __init__(
-        self,
-        session_id: str,
-        run_id: str,
-        segments: list[tuple[int, int, int]],
-        keys: list[tuple[float, int, int, int]],
-        exchanges: dict[int, ExchangeInfo],
-    ) -> None:
-        self.session_id = session_id
-        self.run_id = run_id
-        self.segments = segments
-        self.seg_keys = keys
-        self.exchanges = exchanges
-        self.offsets: list[int] = []
-        n = 0
-        for _, _, count in segments:
-            self.offsets.append(n)
-            n += count
-        self.length = n
-
-    def __len__(self) -> int:
-        return self.length
-
-    def locate(self, row: int) -> tuple[int, int]:
-        """(exchange, frame index) of row ``row``."""
-        if not 0 <= row < self.length:
-            raise IndexError(row)
-        s = bisect_right(self.offsets, row) - 1
-        ex, first, _ = self.segments[s]
-        if first in (START, END):
-            return ex, first
-        return ex, first + (row - self.offsets[s])
-
-    def find(self, exchange: int, idx: int) -> int | None:
-        """The row of frame ``idx`` of ``exchange`` (START/END for the special rows), or None."""
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex != exchange:
-                continue
-            if first in (START, END):
-                if first == idx:
-                    return self.offsets[s]
-            elif first <= idx < first + count:
-                return self.offsets[s] + idx - first
-        return None
-
-    def nearest(self, exchange: int, idx: int) -> int | None:
-        """Like :meth:`find`, falling back to the exchange's nearest row."""
-        row = self.find(exchange, idx)
-        if row is not None:
-            return row
-        best = None
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex == exchange:
-                if first == START or (idx != START and first not in (START, END) and first <= idx):
-                    best = self.offsets[s] + (
-                        0 if first in (START, END) else min(count - 1, idx - first)
-                    )
-                elif best is None:
-                    best = self.offsets[s]
-        return best
-
-    def pieces(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
-        """``(row, exchange, first, count)`` covering rows ``[start, stop)``."""
-        stop = min(stop, self.length)
-        row = start
-        while row < stop:
-            s = bisect_right(self.offsets, row) - 1
-            ex, first, count = self.segments[s]
-            off = row - self.offsets[s]
-            n = min(count - off, stop - row)
-            yield row, ex, (first if first in (START, END) else first + off), n
-            row += n
 
 
 def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:

@@ -29,6 +29,9 @@ _BUILTINS: dict[str, str] = {
     "myproto": "chatkit_trace.examples.my_protocol:MyProtocol",
 }
 _REGISTERED: dict[str, Callable[[], AdapterProtocol]] = {}
+#: the entry-point group third-party adapters register under: this package's name,
+#: ``chatkit_trace.adapters``
+ENTRY_POINT_GROUP = __name__.rpartition(".")[0]
 
 
 def register_protocol(name: str, factory: Callable[[], AdapterProtocol]) -> None:
@@ -38,7 +41,7 @@ def register_protocol(name: str, factory: Callable[[], AdapterProtocol]) -> None
 
 def _entry_points() -> dict[str, Any]:
     try:
-        return {ep.name: ep for ep in entry_points(group="chatkit_trace.adapters")}
+        return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     except Exception:  # noqa: BLE001
         return {}
 

@@ -21,7 +21,16 @@ from ..pipeline import Replay, replay
 from ..trace import Exchange
 from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
 from ._context import ANALYZERS, Context, Options
-from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, clip, make_finding, severity_rank
+from ._finding import (
+    CATALOGUE,
+    REASON_CODES,
+    SEVERITIES,
+    CodeInfo,
+    Finding,
+    clip,
+    make_finding,
+    severity_rank,
+)
 from .recording import trace_findings
 
 __all__ = [

@@ -3,58 +3,22 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
-from ..pipeline import FactRecord, STREAMING
+from ..pipeline import FactRecord
+from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
-
-MAX_FRAMES = 20
-
-
-def rejections(ctx: Context, reason: str, keep=lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
-    """Facts rejected for ``reason``, grouped per (session, run), in order.
-    Not those of events a resumed subscription repeated: CK404 reports the
-    resume, and what the Core did with its repeats (one cause, one verdict)."""
-    from .resume import repeat_frames
-
-    repeated = repeat_frames(ctx)
-    groups: dict[tuple[str, str], list[FactRecord]] = defaultdict(list)
-    for rec in ctx.facts():
-        if rec.result.reason is not None and rec.result.reason.value == reason and keep(rec) \
-                and (rec.exchange_index, rec.frame_index) not in repeated:
-            groups[(rec.fact.session_id, rec.fact.run_id)].append(rec)
-    yield from groups.items()
-
-
-def refs(records: Iterable[FactRecord]) -> list[str]:
-    out: list[str] = []
-    for r in records:
-        ref = frame_ref(r.exchange_index, r.frame_index)
-        if ref not in out:
-            out.append(ref)
-        if len(out) >= MAX_FRAMES:
-            break
-    return out
-
-
-def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lambda rec: True) -> Iterator[Finding]:
-    for (sid, run_id), recs in rejections(ctx, reason, keep):
-        first = recs[0]
-        yield make_finding(
-            code,
-            session_id=sid,
-            run_id=run_id,
-            frames=refs(recs),
-            message=message.format(n=len(recs), detail=first.result.detail or reason, kind=first.fact.kind),
-            detail={
-                "reason": reason,
-                "count": len(recs),
-                "first": {"kind": first.fact.kind, "event_id": first.fact.event_id, "detail": first.result.detail},
-            },
-            keys=[first.fact.kind, first.result.detail or ""],
-        )
+from ._shared import (
+    MAX_FRAMES,
+    end_states,
+    reason_finding,
+    refs,
+    rejections,
+    route_of,
+    stop_notices,
+)
 
 
 @analyzer("CK101")
@@ -208,16 +172,6 @@ def _is_output(fact) -> bool:
     return fact.kind in OUTPUT_KINDS
 
 
-def _end_states(ctx: Context) -> Iterator[tuple]:
-    """Streams that ended while their run had no conclusion from that stream."""
-    for ex in ctx.exchange_records():
-        e = ex.exchange
-        if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
-            continue
-        if ex.reader_stop is not None and ex.reader_stop[0] == "error":
-            continue  # CK405 reports why the reader stopped
-        yield ex
-
 
 def _continued_later(ctx: Context, ex) -> bool:
     """A later request continued the same run (the OpenAI tool loop)."""
@@ -275,10 +229,8 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     backend handed the run to the client, so nothing of CK102/CK104/CK112 is
     said about it.
     """
-    from .stream import route_of
-
     by_history: dict[str, list] = defaultdict(list)
-    for ex in _end_states(ctx):
+    for ex in end_states(ctx):
         e = ex.exchange
         if _continued_later(ctx, ex):
             continue
@@ -348,7 +300,7 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
 def connection_broke(ctx: Context) -> Iterator[Finding]:
     """CK103 (R3.4, R12): the connection broke mid-run (reset, timeout,
     client gone).  Says whether a later resume or history settled the run."""
-    for ex in _end_states(ctx):
+    for ex in end_states(ctx):
         e = ex.exchange
         if e.end not in ("reset", "timeout", "client-gone", "error") or ex.stopped_by_close:
             continue  # a client leaving a stream whose stop is closing it is the UI's stop (CK115)
@@ -384,8 +336,6 @@ def stop_by_close_unconfirmed(ctx: Context) -> Iterator[Finding]:
     nothing later settled the run: the protocol has no way to confirm such a
     stop (no terminal follows a closed stream) and no history read settled
     it.  A limit of the protocol, not a broken connection (no CK103)."""
-    from .stream import route_of
-
     routes: dict[str, list] = defaultdict(list)
     for ex in ctx.exchange_records():
         if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None:
@@ -447,34 +397,8 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def stop_notices(ctx: Context) -> set[int]:
-    """Sequence numbers of output-sealed messages that came in the same frame
-    as the run's accepted terminal after an acknowledged stop: the backend's
-    notice about the stop (A2A's ``canceled`` status message), not output it
-    kept producing."""
-    cached = ctx.cache.get("stop_notices")
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    terminal_frames = {
-        (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index)
-        for r in ctx.facts()
-        if r.result.accepted and r.fact.kind in TERMINAL_KINDS and r.frame_index is not None
-    }
-    out = {
-        r.seq
-        for r in ctx.facts()
-        if r.result.reason is not None
-        and r.result.reason.value == "output-sealed"
-        and r.fact.kind == "message"
-        and (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index) in terminal_frames
-    }
-    ctx.cache["stop_notices"] = out
-    return out
-
 
 def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) -> tuple[str, dict]:
-    from .identity import consequence_sentence, consequences
-
     found = consequences(ctx, sid, run_id, code)
     if not found:
         return "", {}
@@ -516,7 +440,7 @@ def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
             session_id=sid,
             run_id=run_id,
             frames=refs(recs),
-            message=f"The backend's terminal frame after the acknowledged stop carries a notice"
+            message="The backend's terminal frame after the acknowledged stop carries a notice"
             + (f" (“{text}”)" if text else "")
             + ": the UI drops it because the stop sealed the run's output."
             + (note if note else " A refresh shows it if history holds it."),

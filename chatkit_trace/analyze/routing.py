@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from typing import Any
-
 from ..adapters import LIMITS, PASSIVE_INPUT
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
-from .lifecycle import reason_finding
+from ._shared import passive_input_runs, reason_finding, route_of
 
 #: Seconds within which a passive run starting after an accepted local
 #: command is taken to be that command's answer under another id (CK504).
@@ -94,31 +92,6 @@ def split_run_ids(ctx: Context) -> Iterator[Finding]:
             )
 
 
-def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
-    """Passive runs (R2.6: started by another client, registered from the
-    subscription) whose start event the protocol gives no field for the
-    input (``PASSIVE_INPUT``): (session, run) -> the cause CK505 names."""
-    cached = ctx.cache.get("passive_input_runs")
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    local = {
-        (ex.session_id, ex.run_id)
-        for ex in ctx.exchange_records()
-        if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
-    }
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for fr in ctx.frames():
-        if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:
-            continue
-        if fr.identity is None or not fr.identity.starts_run or (fr.session_id, fr.run_id) in local:
-            continue
-        out.setdefault((fr.session_id, fr.run_id), {
-            "code": "CK505", "reason": "the protocol cannot carry a passive run's input",
-            "frame": frame_ref(fr.exchange_index, fr.frame_index), "at": fr.at,
-        })
-    ctx.cache["passive_input_runs"] = out
-    return out
-
 
 @analyzer("CK505")
 def passive_input_not_carried(ctx: Context) -> Iterator[Finding]:
@@ -128,8 +101,6 @@ def passive_input_not_carried(ctx: Context) -> Iterator[Finding]:
     ``passive-input``), so the live stream cannot show that run's user
     message; a history read that holds it is not a CK201.  A limit of the
     protocol, not a defect of the backend or of one run."""
-    from .stream import route_of
-
     runs = passive_input_runs(ctx)
     if not runs:
         return

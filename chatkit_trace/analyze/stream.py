@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 from ..pipeline import STREAMING
+from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
-from .lifecycle import reason_finding, rejections
-
-_ID_SEGMENT = re.compile(r"^[0-9a-f-]{8,}$|^\d+$", re.I)
-
-
-def route_of(ex) -> str:
-    """A route label without its ids: ``GET /sessions/{id}/runs/{id}/events``."""
-    e = ex.exchange
-    parts = []
-    for seg in e.path.split("/"):
-        ids = (ex.session_id, ex.run_id, e.session_id, e.run_id)
-        parts.append("{id}" if seg and (seg in ids or _ID_SEGMENT.match(seg)) else seg)
-    return f"{e.method} {'/'.join(parts) or '/'}"
+from ._shared import reason_finding, rejections, route_of
 
 
 @analyzer("CK401")
@@ -155,7 +143,6 @@ def resume_order(ctx: Context) -> Iterator[Finding]:
 
 
 def _subscription_resumes(ctx: Context) -> Iterator[Finding]:
-    from .identity import consequence_sentence, consequences
     from .resume import session_resumes, what_the_ui_did
 
     for c in session_resumes(ctx):

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 
-import json
-
 from ..adapters import LIMITS, TOOL_ARGS, TOOL_RESULT, fallback_sent
-from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, RunError, ToolCallPart, thaw, to_run_error
+from ..core import (
+    ABSENT,
+    BUILTIN_DATA_KINDS,
+    DataPart,
+    FailedFact,
+    MessageFact,
+    RunError,
+    ToolCallPart,
+    thaw,
+    to_run_error,
+)
+from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
-from .lifecycle import refs, rejections
-from .stream import route_of
+from ._shared import refs, rejections, route_of
 
 UNIQUE_RULES = ("part-id-unique", "message-id-unique")  # reported as CK205
 
@@ -22,8 +31,6 @@ def invalid_messages(ctx: Context) -> Iterator[Finding]:
     rule.  A live message is dropped alone; a history batch is rejected whole."""
     for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail not in UNIQUE_RULES):
         rules = sorted({r.result.detail or "?" for r in recs})
-        from .identity import consequence_sentence, consequences
-
         found = consequences(ctx, sid, run_id, "CK301")
         yield make_finding(
             "CK301",

@@ -29,7 +29,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, unquote_plus
 
 from pydantic import (
@@ -42,7 +42,7 @@ from pydantic import (
     model_validator,
 )
 
-from ..errors import ProfileError
+from ..errors import ChatkitTraceError, ProfileError, TraceInputError
 from .identity import (
     ID_FIELDS,
     REQUEST_KINDS,
@@ -54,6 +54,9 @@ from .identity import (
     lookup,
     scalar_id,
 )
+
+if TYPE_CHECKING:
+    from ..adapters import Adapter
 
 __all__ = [
     "CAPABILITIES",
@@ -1129,3 +1132,43 @@ def load_profile(name_or_path: str, overrides: str | None = None) -> Profile:
     profile = parse_profile(data, where)
     profile._adapter_spec = adapter_spec
     return profile
+
+
+# -- a trace's adapter -------------------------------------------------------------------
+
+
+def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter, frozenset[str], str | None]:
+    """The adapter and Core capabilities for a trace (``profile`` overrides the meta).
+
+    ``chatkit_trace.loading.resolve_adapter`` is this function (its old home)."""
+    from ..adapters import create_adapter, load_protocol
+
+    protocol_name = meta.get("protocol")
+    caps = meta.get("capabilities")
+    name = profile or meta.get("profile")
+    recordings = meta.get("recordings")
+    if not protocol_name and isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict):
+        # A recording made before the top-level keys existed names its profile here.
+        last = recordings[-1]
+        protocol_name = last.get("protocol")
+        name = name or last.get("profile")
+    if profile is not None:
+        try:
+            prof = load_profile(profile)
+            protocol_name, name = prof.protocol, prof.name
+            if prof.adapter_spec is None or not caps:
+                caps = sorted(prof.capabilities)
+            # else: an adapter named alone re-decodes the trace with the
+            # capabilities it was recorded with (only the protocol changes)
+        except ImportError:
+            protocol_name = profile
+        except ChatkitTraceError:
+            raise  # load_profile knows presets, files and adapters: its message lists them
+    if not protocol_name:
+        raise TraceInputError(
+            "the trace does not say which protocol it was recorded with: pass --profile (openai, adk, a2a, hermes, ...)"
+        )
+    protocol = load_protocol(protocol_name)
+    capabilities = frozenset(caps) if caps else frozenset({"abort", "history", "resume", "subscribe", "regenerate", "edit"})
+    adapter = create_adapter(protocol, **{c: True for c in capabilities if c != "run"})
+    return adapter, capabilities | {"run"}, name

@@ -21,7 +21,7 @@ from ..errors import UsageError
 
 __all__ = ["add_parser", "run", "generate", "TEMPLATES"]
 
-TEMPLATES = Path(__file__).with_name("templates") / "new_adapter"
+TEMPLATES = Path(__file__).parent.parent / "templates" / "new_adapter"  # chatkit_trace/templates
 _NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 
 

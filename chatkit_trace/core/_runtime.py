@@ -46,13 +46,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import _state as S
 from ._errors import HistoryFormatError, InvalidMessageError
 from ._facts import (
     ACCEPTED,
     CompletedFact,
     DeltaFact,
-    FactRejectReason as R,
     FactResult,
     FailedFact,
     InterruptedFact,
@@ -61,6 +59,9 @@ from ._facts import (
     WorkItemFact,
     rejected,
     to_run_error,
+)
+from ._facts import (
+    FactRejectReason as R,
 )
 from ._model import (
     HistoryResult,
@@ -76,6 +77,17 @@ from ._model import (
 )
 from ._pvec import PVec
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
+from ._state import (
+    ABORT_TRANSITIONS,
+    CONNECTION_STATES,
+    PHASES,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+    WORK_STATUSES,
+    WORK_TRANSITIONS,
+    next_run_status,
+)
 from ._validate import check_history, check_message, coerce_tool_errors
 from ._values import ABSENT, FrozenDict, freeze
 
@@ -361,7 +373,7 @@ class ChatCore:
 
     def _running_run(self) -> _Run | None:
         for run in self._runs.values():
-            if run.view.status == S.RUNNING:
+            if run.view.status == RUNNING:
                 return run
         return None
 
@@ -406,7 +418,7 @@ class ChatCore:
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
         if old is not None:
             if old == msg:
@@ -464,7 +476,7 @@ class ChatCore:
             return _REJ_SEQ
         if run.output_sealed:
             return _REJ_OUTPUT
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
         pos = self._index.get(message_id)
         if pos is None:
@@ -522,9 +534,9 @@ class ChatCore:
         assert isinstance(run, _Run)
         if not self._sequence_ok(run, source_sequence):
             return _REJ_SEQ
-        if phase not in S.PHASES:
+        if phase not in PHASES:
             return rejected(R.INVALID_TRANSITION, f"unknown phase {phase!r}")
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"phase on a {run.view.status} run")
         if run.view.phase == phase:
             return _REJ_NO_CHANGE
@@ -556,15 +568,15 @@ class ChatCore:
         item = work_item if isinstance(work_item, WorkItem) else work_item_from_json(work_item)
         if not isinstance(item.id, str) or not item.id:
             return rejected(R.MISSING_WORK_ITEM_ID)
-        if item.status not in S.WORK_STATUSES:
+        if item.status not in WORK_STATUSES:
             return rejected(R.INVALID_TRANSITION, f"unknown work item status {item.status!r}")
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"work item on a {run.view.status} run")
         old = run.view.work_items.get(item.id)
         if old is not None:
             if old == item:
                 return _REJ_NO_CHANGE
-            if (old.status, item.status) not in S.WORK_TRANSITIONS:
+            if (old.status, item.status) not in WORK_TRANSITIONS:
                 return rejected(
                     R.INVALID_TRANSITION, f"work item {item.id!r} cannot go {old.status} -> {item.status}"
                 )
@@ -619,7 +631,7 @@ class ChatCore:
         if type(run) is FactResult:
             return run
         assert isinstance(run, _Run)
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"completed on a {run.view.status} run")
         # After an acknowledged stop the tool's own settlement is output and
         # cannot be admitted (output-sealed), so running work cannot block the
@@ -651,7 +663,7 @@ class ChatCore:
         if type(run) is FactResult:
             return run
         assert isinstance(run, _Run)
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"failed on a {run.view.status} run")
         self._settle(run, "failed", error=to_run_error(error), at=at)
         self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
@@ -674,7 +686,7 @@ class ChatCore:
         if type(run) is FactResult:
             return run
         assert isinstance(run, _Run)
-        if run.view.status != S.RUNNING:
+        if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"interrupted on a {run.view.status} run")
         why = reason or ("abort" if run.view.abort is not None else "protocol")
         self._settle(run, "interrupted", interrupt_reason=why, at=at)
@@ -694,7 +706,7 @@ class ChatCore:
         cancel_work: bool = False,
     ) -> None:
         view = run.view
-        new_status = S.next_run_status(view.status, event or status)
+        new_status = next_run_status(view.status, event or status)
         if new_status != status:  # an internal invariant, checked under -O too
             raise RuntimeError(f"run status {view.status!r} cannot settle as {status!r}")
         items = view.work_items
@@ -704,7 +716,7 @@ class ChatCore:
             )
         abort = view.abort
         if abort is not None:
-            abort = replace(abort, remote=S.ABORT_TRANSITIONS[(abort.remote, "terminal")])
+            abort = replace(abort, remote=ABORT_TRANSITIONS[(abort.remote, "terminal")])
         self._set_view(
             run,
             replace(
@@ -770,13 +782,13 @@ class ChatCore:
         run = self._runs.get(run_id)
         if run is None:
             return _REJ_NOT_FOUND
-        if status not in S.TERMINAL:
+        if status not in TERMINAL:
             return rejected(R.INVALID_TRANSITION, f"cannot calibrate to {status!r}")
         if run.sealed:
             if run.view.status == status:
                 return _REJ_NO_CHANGE
             return rejected(R.INVALID_TRANSITION, f"run is already {run.view.status}")
-        if S.next_run_status(run.view.status, f"calibrate-{status}") is None:
+        if next_run_status(run.view.status, f"calibrate-{status}") is None:
             return rejected(R.INVALID_TRANSITION, f"cannot calibrate a {run.view.status} run")
         self._settle(
             run,
@@ -803,7 +815,7 @@ class ChatCore:
         if run is not None:
             return _REJ_SEALED if run.sealed else _REJ_NO_CHANGE
         self._new_run(
-            RunView(run_id, S.RUNNING, origin="remote", connection="connected", created_at=self._now(at), via=None)
+            RunView(run_id, RUNNING, origin="remote", connection="connected", created_at=self._now(at), via=None)
         )
         self._publish()
         return ACCEPTED
@@ -859,7 +871,7 @@ class ChatCore:
         run = self._runs.get(run_id)
         if run is None:
             return _REJ_NOT_FOUND
-        if state not in S.CONNECTION_STATES:
+        if state not in CONNECTION_STATES:
             return rejected(R.INVALID_TRANSITION, f"unknown connection state {state!r}")
         if run.view.connection == state:
             return _REJ_NO_CHANGE
@@ -928,7 +940,7 @@ class ChatCore:
             return _refuse(f"run {run_id!r} already exists")
         projected = self._projection(run_id, project)
         self._new_run(
-            RunView(run_id, S.QUEUED, origin="local", created_at=self._now(at), via="run", input=freeze(input)),
+            RunView(run_id, QUEUED, origin="local", created_at=self._now(at), via="run", input=freeze(input)),
             projected,
         )
         self._queue.append(run_id)
@@ -960,7 +972,7 @@ class ChatCore:
         while self._queue:
             run_id = self._queue.pop(0)
             run = self._runs.get(run_id)
-            if run is None or run.view.status != S.QUEUED:
+            if run is None or run.view.status != QUEUED:
                 continue
             before = tuple(self._messages)
             for msg in run.project:
@@ -977,7 +989,7 @@ class ChatCore:
             view = run.view
             self._set_view(
                 run,
-                replace(view, status=S.next_run_status(view.status, "dispatch"), dispatch="pending", connection="connected"),
+                replace(view, status=next_run_status(view.status, "dispatch"), dispatch="pending", connection="connected"),
             )
             self._requests.append(
                 DispatchRequest(run_id, view.via or "run", view.input, before, view.target_run_id)
@@ -993,7 +1005,7 @@ class ChatCore:
         run that is not queued.
         """
         run = self._runs.get(run_id)
-        if run is None or run.view.status != S.QUEUED:
+        if run is None or run.view.status != QUEUED:
             return _refuse(f"run {run_id!r} is not queued")
         self._queue.remove(run_id)
         self._queue.insert(0, run_id)
@@ -1038,14 +1050,14 @@ class ChatCore:
         if run is None:
             return _refuse(f"unknown run {run_id!r}")
         view = run.view
-        if view.status == S.QUEUED:
+        if view.status == QUEUED:
             if run_id in self._queue:
                 self._queue.remove(run_id)
             self._set_view(
                 run,
                 replace(
                     view,
-                    status=S.next_run_status(view.status, "cancel"),
+                    status=next_run_status(view.status, "cancel"),
                     interrupt_reason="cancelled",
                     settled_at=self._now(at),
                 ),
@@ -1054,7 +1066,7 @@ class ChatCore:
             run.cancelled = True
             self._publish()
             return _DONE
-        if view.status != S.RUNNING:
+        if view.status != RUNNING:
             return _refuse(f"run {run_id!r} is already {view.status}")
         if "abort" not in self.capabilities:
             return _refuse("the adapter has no abort capability: a dispatched run cannot be stopped (R9.2)")
@@ -1062,7 +1074,7 @@ class ChatCore:
             return _DONE
         self._set_view(
             run,
-            replace(view, abort=AbortView(self._now(at), S.ABORT_TRANSITIONS[(None, "request")])),
+            replace(view, abort=AbortView(self._now(at), ABORT_TRANSITIONS[(None, "request")])),
         )
         self._requests.append(AbortRequest(run_id))
         self._publish()
@@ -1078,7 +1090,7 @@ class ChatCore:
         if abort.remote != "unknown":
             return _DONE
         if accepted:
-            abort = replace(abort, remote=S.ABORT_TRANSITIONS[("unknown", "ack")], accepted_at=self._now(at), output_sealed=True)
+            abort = replace(abort, remote=ABORT_TRANSITIONS[("unknown", "ack")], accepted_at=self._now(at), output_sealed=True)
             run.output_sealed = True
             self._set_view(run, replace(run.view, abort=abort))
             self._publish()
@@ -1143,7 +1155,7 @@ class ChatCore:
         self._new_run(
             RunView(
                 run_id,
-                S.QUEUED,
+                QUEUED,
                 origin="local",
                 created_at=self._now(at),
                 via=via,
@@ -1255,7 +1267,7 @@ class ChatCore:
         queued here).  A queued run has not started: a read never moves it.
         """
         runs = self._runs
-        named = [rid for rid in named if rid in runs and runs[rid].view.status != S.QUEUED]
+        named = [rid for rid in named if rid in runs and runs[rid].view.status != QUEUED]
         if not named:
             return
         placed = set(named)
@@ -1304,10 +1316,10 @@ class ChatCore:
         # ever settles (decisions.md 9).
         if result.run_snapshots is ABSENT:
             return []
-        return [snap for snap in result.run_snapshots if snap.status in S.TERMINAL]
+        return [snap for snap in result.run_snapshots if snap.status in TERMINAL]
 
     def _calibrates(self, run: _Run, status: str) -> bool:
-        return not run.sealed and S.next_run_status(run.view.status, f"calibrate-{status}") is not None
+        return not run.sealed and next_run_status(run.view.status, f"calibrate-{status}") is not None
 
     def _apply_run_snapshots(self, snaps: Sequence[Any], at: float | None) -> list[_Run]:
         """Runs history reports finished: unknown ones are created (a reload's
@@ -1322,7 +1334,7 @@ class ChatCore:
                     snap.id,
                     snap.status,
                     origin=snap.origin if snap.origin in ("local", "remote") else "remote",
-                    phase=snap.phase if snap.phase in S.PHASES else "idle",
+                    phase=snap.phase if snap.phase in PHASES else "idle",
                     error=error,
                     interrupt_reason=snap.interrupt_reason if isinstance(snap.interrupt_reason, str) else None,
                     created_at=snap.created_at,
@@ -1442,7 +1454,7 @@ class ChatCore:
         run = self._new_run(
             RunView(
                 active.run_id,
-                S.RUNNING,
+                RUNNING,
                 origin="remote",
                 connection="connected",
                 created_at=self._now(at),

@@ -86,6 +86,11 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+#: ``chatkit-trace`` in this interpreter: what the console script runs (a
+#: subprocess, so the demo never imports the dispatcher that dispatches to it)
+CONSOLE_SCRIPT = ("-c", "import sys; from chatkit_trace.cli import main; sys.exit(main())")
+
+
 class RecordingProxy:
     """``chatkit-trace record`` (mitmdump + the addon) as a subprocess in its own
     process group; :meth:`stop` sends SIGINT (the addon flushes) and escalates."""
@@ -108,7 +113,7 @@ class RecordingProxy:
 
     def argv(self) -> list[str]:
         return [
-            sys.executable, "-m", "chatkit_trace.cli", "record",
+            sys.executable, *CONSOLE_SCRIPT, "record",
             "--profile", self.profile, "--upstream", self.upstream,
             "--host", self.host, "--port", str(self.port), "--db", str(self.db),
         ]  # fmt: skip
@@ -360,20 +365,31 @@ def _viewer_available() -> str | None:
     """Why the viewer cannot open, or None when ``chatkit-trace view`` exists."""
     import importlib
 
-    from ..cli import COMMANDS
-
-    module = COMMANDS.get("view")
-    if module is None:
-        return "this version has no viewer yet"
     try:
-        importlib.import_module(module)
+        importlib.import_module("chatkit_trace.cli.view")
     except ImportError as err:
         return f"the viewer is not installed ({err})"
     return None
 
 
+def _open_viewer(argv: list[str]) -> None:
+    """``chatkit-trace view ARGV``: the command's own parser and run, its
+    mistakes one line on stderr as the dispatcher prints them (the demo does
+    not call back into the dispatcher that runs it)."""
+    from ..cli.view import add_parser
+    from ..cli.view import run as run_view
+    from ..errors import ChatkitTraceError
+
+    parser = argparse.ArgumentParser(prog="chatkit-trace")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["view", *argv])
+    try:
+        run_view(args)
+    except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
+        print(f"chatkit-trace view: error: {err}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..cli import main
     from ..cli.check import render_text
     from ..errors import UsageError
 
@@ -414,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
         why = _viewer_available()
         if why is None:
             # Open on the first run that shows a bug, not on the clean one before it.
-            main(["view", str(db), "--profile", PROTOCOLS[args.protocol], *at])
+            _open_viewer([str(db), "--profile", PROTOCOLS[args.protocol], *at])
         else:
             print(f"not opening the viewer: {why}")
     else:

@@ -25,7 +25,8 @@ _MARK = "<!-- chatkit:blobs -->"
 
 
 def template(name: str) -> str:
-    return resources.files("chatkit_trace.report").joinpath("template", name).read_text("utf-8")
+    package = __name__.rpartition(".")[0]  # chatkit_trace.report
+    return resources.files(package).joinpath("template", name).read_text("utf-8")
 
 
 def _script_json(value: Any) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..errors import WireDecodeError
+from ..core import ChatkitTraceError
 
 __all__ = ["DecodeError", "DecodeErrorKind", "WireDecodeError", "excerpt_at"]
 
@@ -140,6 +140,20 @@ class DecodeError:
     def __str__(self) -> str:
         where = "" if self.offset is None else f" at byte {self.offset}"
         return f"{self.kind}{where}: {self.message}"
+
+
+class WireDecodeError(ChatkitTraceError, ValueError):
+    """Raised only by callers that ask for an exception; wraps a :class:`DecodeError`.
+
+    Part of the error tree of :mod:`chatkit_trace.errors` (which re-exports it);
+    defined here because the wire layer imports nothing above the Core."""
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+    def __reduce__(self) -> tuple[type[WireDecodeError], tuple[DecodeError]]:
+        return (WireDecodeError, (self.error,))
 
 
 _ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {9: "\\t", 10: "\\n", 13: "\\r", 127: "\\x7f"}

@@ -7,6 +7,7 @@ import random
 import pytest
 from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
 from chatkit_trace.viewer.replay import SessionReplayer
+from chatkit_trace.viewer.timeline import build_timeline
 
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
@@ -33,7 +34,7 @@ def test_timelines_follow_the_replay_and_hold_every_decisive_frame(tmp_path, nam
     assert all(r.status == "not started" for r in runs if r.key not in core_runs)
     for run in runs:
         findings = data.findings(run.session_id, run.run_id)
-        tl = data.timeline(run, [ref for f in findings for ref in f.frames])
+        tl = build_timeline(data, run, [ref for f in findings for ref in f.frames])
         rows = data.rows(tl, 0, len(tl))
         keys = [row_key(r) for r in rows]
         assert keys == sorted(keys) and len(set(keys)) == len(keys)
@@ -104,7 +105,7 @@ def test_a_long_run_costs_bounded_memory(tmp_path):
     loaded.close()
     data = TraceData(path)
     (run,) = data.runs()
-    tl = data.timeline(run)
+    tl = build_timeline(data, run)
     assert len(tl) == 3002 and len(tl.segments) == 3  # request, 3000 frames in one segment, end
     rp = SessionReplayer(
         data, "s1", loaded.adapter, loaded.capabilities, every=64, max_checkpoints=8, cache_size=100

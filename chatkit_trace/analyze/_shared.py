@@ -1,0 +1,141 @@
+"""Helpers several analyzer families share (rejections grouped per run, a
+route's label, the stop notices, the passive runs' causes): below every
+analyzer module and the history comparison (:mod:`._compare`), so none of
+them imports another."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ..adapters import PASSIVE_INPUT
+from ..core import TERMINAL_KINDS
+from ..pipeline import STREAMING, FactRecord
+from ._context import Context, frame_ref
+from ._finding import Finding, make_finding
+
+__all__ = ["MAX_FRAMES", "end_states", "passive_input_runs", "reason_finding", "refs", "rejections", "route_of", "stop_notices"]
+
+
+MAX_FRAMES = 20
+
+
+def rejections(ctx: Context, reason: str, keep=lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
+    """Facts rejected for ``reason``, grouped per (session, run), in order.
+    Not those of events a resumed subscription repeated: CK404 reports the
+    resume, and what the Core did with its repeats (one cause, one verdict)."""
+    from .resume import repeat_frames
+
+    repeated = repeat_frames(ctx)
+    groups: dict[tuple[str, str], list[FactRecord]] = defaultdict(list)
+    for rec in ctx.facts():
+        if rec.result.reason is not None and rec.result.reason.value == reason and keep(rec) \
+                and (rec.exchange_index, rec.frame_index) not in repeated:
+            groups[(rec.fact.session_id, rec.fact.run_id)].append(rec)
+    yield from groups.items()
+
+
+def refs(records: Iterable[FactRecord]) -> list[str]:
+    out: list[str] = []
+    for r in records:
+        ref = frame_ref(r.exchange_index, r.frame_index)
+        if ref not in out:
+            out.append(ref)
+        if len(out) >= MAX_FRAMES:
+            break
+    return out
+
+
+def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lambda rec: True) -> Iterator[Finding]:
+    for (sid, run_id), recs in rejections(ctx, reason, keep):
+        first = recs[0]
+        yield make_finding(
+            code,
+            session_id=sid,
+            run_id=run_id,
+            frames=refs(recs),
+            message=message.format(n=len(recs), detail=first.result.detail or reason, kind=first.fact.kind),
+            detail={
+                "reason": reason,
+                "count": len(recs),
+                "first": {"kind": first.fact.kind, "event_id": first.fact.event_id, "detail": first.result.detail},
+            },
+            keys=[first.fact.kind, first.result.detail or ""],
+        )
+
+
+def end_states(ctx: Context) -> Iterator[tuple]:
+    """Streams that ended while their run had no conclusion from that stream."""
+    for ex in ctx.exchange_records():
+        e = ex.exchange
+        if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
+            continue
+        if ex.reader_stop is not None and ex.reader_stop[0] == "error":
+            continue  # CK405 reports why the reader stopped
+        yield ex
+
+
+def stop_notices(ctx: Context) -> set[int]:
+    """Sequence numbers of output-sealed messages that came in the same frame
+    as the run's accepted terminal after an acknowledged stop: the backend's
+    notice about the stop (A2A's ``canceled`` status message), not output it
+    kept producing."""
+    cached = ctx.cache.get("stop_notices")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    terminal_frames = {
+        (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index)
+        for r in ctx.facts()
+        if r.result.accepted and r.fact.kind in TERMINAL_KINDS and r.frame_index is not None
+    }
+    out = {
+        r.seq
+        for r in ctx.facts()
+        if r.result.reason is not None
+        and r.result.reason.value == "output-sealed"
+        and r.fact.kind == "message"
+        and (r.fact.session_id, r.fact.run_id, r.exchange_index, r.frame_index) in terminal_frames
+    }
+    ctx.cache["stop_notices"] = out
+    return out
+
+
+_ID_SEGMENT = re.compile(r"^[0-9a-f-]{8,}$|^\d+$", re.I)
+
+
+def route_of(ex) -> str:
+    """A route label without its ids: ``GET /sessions/{id}/runs/{id}/events``."""
+    e = ex.exchange
+    parts = []
+    for seg in e.path.split("/"):
+        ids = (ex.session_id, ex.run_id, e.session_id, e.run_id)
+        parts.append("{id}" if seg and (seg in ids or _ID_SEGMENT.match(seg)) else seg)
+    return f"{e.method} {'/'.join(parts) or '/'}"
+
+
+def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
+    """Passive runs (R2.6: started by another client, registered from the
+    subscription) whose start event the protocol gives no field for the
+    input (``PASSIVE_INPUT``): (session, run) -> the cause CK505 names."""
+    cached = ctx.cache.get("passive_input_runs")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    local = {
+        (ex.session_id, ex.run_id)
+        for ex in ctx.exchange_records()
+        if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
+    }
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for fr in ctx.frames():
+        if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:
+            continue
+        if fr.identity is None or not fr.identity.starts_run or (fr.session_id, fr.run_id) in local:
+            continue
+        out.setdefault((fr.session_id, fr.run_id), {
+            "code": "CK505", "reason": "the protocol cannot carry a passive run's input",
+            "frame": frame_ref(fr.exchange_index, fr.frame_index), "at": fr.at,
+        })
+    ctx.cache["passive_input_runs"] = out
+    return out
