@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..adapters import Adapter
-from ..pipeline import replay, understood_exchanges
+from ..pipeline import understood_exchanges
 from ..store import TraceStore
 from ..trace import Exchange
 from ._context import Options
@@ -28,11 +28,7 @@ TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406")
 
 
 def _sessions(store: TraceStore) -> list[str | None]:
-    rows = store.db.execute(
-        "SELECT session_id, MIN(started_at) AS t FROM exchanges WHERE capability IS NOT NULL "
-        "GROUP BY session_id ORDER BY t"
-    ).fetchall()
-    return [r[0] for r in rows]
+    return store.session_ids()
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -107,12 +103,14 @@ def analyze_store(
     counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
     if write:
         store.clear_derived()
-    for sid in _sessions(store):
-        where, params = ("session_id IS NULL AND capability IS NOT NULL", []) if sid is None else ("session_id = ?", [sid])
-        exchanges = list(store.exchanges(with_frames=True, where=where, params=params))
+    from ..sessions import TraceSessions
+
+    sessions = TraceSessions(store, adapter)
+    for sid in sessions.sessions():
+        exchanges = sessions.exchanges(sid)
         if hooks is not None and hooks.prepare is not None:
             exchanges = hooks.prepare(exchanges)
-        rep = replay(exchanges, adapter, capabilities=capabilities, observe=hooks.observe if hooks is not None else None)
+        rep = sessions.replay(sid, exchanges, capabilities=capabilities, observe=hooks.observe if hooks is not None else None)
         found = analyze_replay(rep, exchanges, adapter, opts)
         findings.extend(found)
         if hooks is not None and hooks.done is not None:

@@ -95,11 +95,14 @@ class SharedSocket(AdapterProtocol):
             return None
         kind = event.get("type")
         session = event.get("sessionId")
+        event_id = event.get("eventId")
         return EventIdentity(
             run_id=event["runId"],
             session_id=session if isinstance(session, str) else None,
             starts_run=kind == "run.started",
             ends_response=kind in _ENDS,
+            # a WebSocket message has no outer id: the event's own deduplicates (R11.7)
+            event_id=event_id if isinstance(event_id, str) else None,
         )
 
     def event_known(self, event: Any) -> bool:

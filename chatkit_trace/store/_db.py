@@ -365,6 +365,30 @@ class TraceStore:
                 ex.frames = self.frames(ex.index)
             yield ex
 
+    def session_ids(self) -> list[str | None]:
+        """Sessions of the matched exchanges, in order of their first exchange
+        (None: matched exchanges without a session)."""
+        rows = self.db.execute(
+            "SELECT session_id, MIN(started_at) AS t FROM exchanges WHERE capability IS NOT NULL "
+            "GROUP BY session_id ORDER BY t"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def session_exchanges(self, session_id: str | None, *, with_frames: bool = True,
+                          capability: str | None = None) -> Iterator[Exchange]:
+        """The matched exchanges filed under one session (None: under none),
+        optionally of one capability."""
+        where = "capability IS NOT NULL AND " + ("session_id IS NULL" if session_id is None else "session_id = ?")
+        params: list[Any] = [] if session_id is None else [session_id]
+        if capability is not None:
+            where += " AND capability = ?"
+            params.append(capability)
+        return self.exchanges(with_frames=with_frames, where=where, params=params)
+
+    def capability_exchanges(self, capability: str, *, with_frames: bool = False) -> Iterator[Exchange]:
+        """Every exchange of one capability (``subscribe``: the sockets and subscriptions)."""
+        return self.exchanges(with_frames=with_frames, where="capability = ?", params=[capability])
+
     def exchange(self, index: int, *, with_frames: bool = True) -> Exchange | None:
         for ex in self.exchanges(with_frames=with_frames, where="id = ?", params=[index]):
             return ex
