@@ -69,6 +69,8 @@ __all__ = [
     "SocketRun",
     "multiplexed",
     "socket_sessions",
+    "split_frames",
+    "split_shared",
     "SCOPES",
     "STREAMING",
     "read_scope",
@@ -846,7 +848,7 @@ class Replayer:
 
 
 #: Where the session of a stream of one session comes from: its request or its reply.
-_FIXED_SESSION = frozenset({"path", "query", "header", "body", "constant", "response", "inherited"})
+_FIXED_SESSION = frozenset({"path", "query", "header", "body", "constant", "response", "inherited", "split"})
 
 
 def multiplexed(exchange: Exchange) -> bool:
@@ -940,17 +942,44 @@ def _find(doc: Any, pointers: tuple[tuple[str, ...], ...]) -> str | None:
     return None
 
 
+def split_frames(exchange: Exchange, adapter: Adapter) -> dict[str, list[Frame]]:
+    """A socket's frames per session they name, in order: the split the
+    replay makes (each frame goes to the session it names)."""
+    sock = _Socket(exchange)
+    if not sock.mux:
+        return {sock.home: list(exchange.frames)}
+    r = Replayer(adapter, None)
+    out: dict[str, list[Frame]] = {}
+    for frame in exchange.frames:
+        out.setdefault(r._classify(sock, frame)[0], []).append(frame)
+    return out or {sock.home: []}
+
+
 def socket_sessions(exchange: Exchange, adapter: Adapter) -> list[str]:
-    """The sessions whose messages a socket carries, in order of first frame:
-    the split the replay makes (each frame goes to the session it names)."""
+    """The sessions whose messages a socket carries, in order of first frame."""
     if exchange.capability != "subscribe":
         return [exchange.session_id or DEFAULT_SESSION]
-    r = Replayer(adapter, None)
-    sock = _Socket(exchange)
-    out: dict[str, None] = {}
-    for frame in exchange.frames:
-        out.setdefault(r._classify(sock, frame)[0], None)
-    return list(out) or [sock.home]
+    return list(split_frames(exchange, adapter))
+
+
+def split_shared(exchanges: Iterable[Exchange], adapter: Adapter) -> list[Exchange]:
+    """``exchanges`` with every socket several sessions share
+    (:func:`multiplexed`) replaced by one copy per session it carries, each
+    with that session's frames only (their indexes kept) and filed under it:
+    what ``export`` and ``serve`` take of one session."""
+    from dataclasses import replace as _replace
+
+    out: list[Exchange] = []
+    for ex in exchanges:
+        if not multiplexed(ex):
+            out.append(ex)
+            continue
+        for sid, frames in split_frames(ex, adapter).items():
+            note = dict((ex.notes or {}).get("identity") or {})
+            note["session_source"] = "split"  # one session now: not shared any more
+            out.append(_replace(ex, session_id=sid, frames=list(frames),
+                                notes={**ex.notes, "identity": note, "shared_socket": True}))
+    return out
 
 
 def _fields(fact: Fact) -> dict[str, Any]:

@@ -14,8 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "runs",
         help="table of sessions and runs: status, origin, duration, frames, rejections, findings",
-        description="A table of the trace's sessions and runs. The connection column says how the run's last "
-        "response stream ended in the recording, for every protocol alike: "
+        description="A table of the trace's sessions and runs. The settled-by column says what concluded a run: "
+        "fact (a terminal event on its stream), history or status (only a later read did). The connection "
+        "column says how the run's last response stream ended in the recording, for every protocol alike: "
         + "; ".join(f"{k} ({v})" for k, v in STREAM_STATES.items()) + ".",
     )
     p.add_argument("trace", metavar="TRACE")
@@ -65,6 +66,8 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
                     "session": sid,
                     "run": view.id,
                     "status": status,
+                    # what concluded the run: a terminal event (fact), a later history or status read, or nothing
+                    "settled_by": (run_rec.settled_by if run_rec else None) if view.terminal else None,
                     "origin": view.origin,
                     "connection": stream_state(run_exchanges),
                     "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
@@ -87,14 +90,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"runs in {args.trace}")
-    for col in ("session", "run", "status", "origin", "connection", "duration", "frames", "rejected", "findings"):
+    for col in ("session", "run", "status", "settled by", "origin", "connection", "duration", "frames", "rejected", "findings"):
         table.add_column(col, justify="right" if col in ("duration", "frames", "rejected") else "left")
     colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta"}
     for r in rows:
         c = colors.get(r["status"], "")
         findings = " ".join(f"{n}{k[0]}" for k, n in (("error", r["errors"]), ("warning", r["warnings"]), ("info", r["infos"])) if n) or "-"
         table.add_row(
-            r["session"], r["run"], f"[{c}]{r['status']}[/{c}]" if c else r["status"], r["origin"], r["connection"],
+            r["session"], r["run"], f"[{c}]{r['status']}[/{c}]" if c else r["status"], r["settled_by"] or "-",
+            r["origin"], r["connection"],
             f"{r['duration_s']:.2f}s", str(r["frames"]), str(r["rejected"]), findings,
         )
     Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)

@@ -466,14 +466,10 @@ class TraceData:
     def session_signature(self, session_id: str) -> tuple[Any, ...]:
         """Changes when the session's exchanges or frames change (live tail)."""
         c = self.conn()
-        where = (
-            "(session_id IS NULL OR session_id = ?)"
-            if session_id == DEFAULT_SESSION
-            else "session_id = ?"
-        )
+        where, params = self.session_where(session_id)
         rows = c.execute(
             f"SELECT id, status, end, ended_at, run_id FROM exchanges WHERE {where} ORDER BY id",
-            [session_id],
+            params,
         ).fetchall()
         ids = [r[0] for r in rows]
         frames = 0
@@ -484,12 +480,46 @@ class TraceData:
             ).fetchone()[0]
         return (tuple(rows), frames)
 
-    def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
-        if session_id == DEFAULT_SESSION:
-            return self.exchanges(
-                "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
+    def shared_sockets(self, session_id: str) -> list[int]:
+        """Sockets several sessions share (filed under another session) that
+        carry frames of ``session_id``: the derived frame results say which
+        (chatkit_trace.pipeline.multiplexed; the replay records each session's
+        own frames of them only)."""
+        try:
+            ids = [
+                r[0]
+                for r in self.dconn().execute(
+                    "SELECT DISTINCT exchange_id FROM frame_results WHERE session_id = ?", [session_id]
+                )
+            ]
+        except sqlite3.Error:
+            return []
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        return [
+            r[0]
+            for r in self.conn().execute(
+                f"SELECT id FROM exchanges WHERE id IN ({marks}) AND capability = 'subscribe'"
+                " AND (session_id IS NULL OR session_id != ?) ORDER BY id",
+                [*ids, session_id],
             )
-        return self.exchanges("capability IS NOT NULL AND session_id = ?", [session_id])
+        ]
+
+    def session_where(self, session_id: str) -> tuple[str, list[Any]]:
+        """The SQL condition (and parameters) of a session's exchanges, shared sockets included."""
+        if session_id == DEFAULT_SESSION:
+            where, params = "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
+        else:
+            where, params = "capability IS NOT NULL AND session_id = ?", [session_id]
+        shared = self.shared_sockets(session_id)
+        if shared:
+            where = f"({where}) OR id IN ({','.join('?' for _ in shared)})"
+            params = [*params, *shared]
+        return where, params
+
+    def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
+        return self.exchanges(*self.session_where(session_id))
 
     # -- runs and findings ------------------------------------------------------------
 

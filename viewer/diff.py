@@ -17,7 +17,7 @@ from textual.content import Content
 from chatkit_trace.analyze.identity import Comparison, describe, visible
 from chatkit_trace.core import RuntimeMessage
 
-from .data import DEFAULT_SESSION, TraceData
+from .data import TraceData
 from .render import TONE_VAR
 
 __all__ = ["Comparison", "comparisons", "describe", "side_by_side"]
@@ -33,16 +33,13 @@ def comparisons(
     from .replay import _exchange
 
     c = data.conn()
-    if session_id == DEFAULT_SESSION:
-        where, params = "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
-    else:
-        where, params = "capability IS NOT NULL AND session_id = ?", [session_id]
+    where, params = data.session_where(session_id)
     cur = c.execute(f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params)
     names = [d[0] for d in cur.description]
     exchanges = [_exchange(dict(zip(names, r)), data) for r in cur]
     for ex in exchanges:
         ex.frames = list(ex.frames)
-    rep = replay(exchanges, adapter, capabilities=capabilities)
+    rep = replay(exchanges, adapter, capabilities=capabilities, only={session_id})
     ctx = Context(rep, {e.index: e for e in exchanges}, adapter)
     from chatkit_trace.analyze.identity import comparisons as all_comparisons
 

@@ -44,7 +44,7 @@ from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import Frame
 
-from .data import DEFAULT_SESSION, END, LRU, START, TraceData
+from .data import END, LRU, START, TraceData
 
 __all__ = ["Key", "Moment", "SessionReplayer"]
 
@@ -247,18 +247,13 @@ class SessionReplayer:
     # -- state ----------------------------------------------------------------------
 
     def _fresh(self) -> Replayer:
-        return Replayer(self.adapter, self.capabilities)
+        # a socket several sessions share gives this session its own frames only
+        return Replayer(self.adapter, self.capabilities, only={self.session_key})
 
     def exchanges(self) -> list[Exchange]:
         if self._exchanges is None:
             c = self.data.conn()
-            if self.session_key == DEFAULT_SESSION:
-                where, params = (
-                    "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)",
-                    [self.session_key],
-                )
-            else:
-                where, params = "capability IS NOT NULL AND session_id = ?", [self.session_key]
+            where, params = self.data.session_where(self.session_key)
             cur = c.execute(
                 f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params
             )

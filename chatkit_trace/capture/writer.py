@@ -44,6 +44,7 @@ import logging
 import os
 import queue
 import sqlite3
+import sys
 import threading
 import time
 import traceback
@@ -378,6 +379,12 @@ class Writer(threading.Thread):
                 self.adapter = profile.create_adapter()
             except Exception as err:  # noqa: BLE001
                 self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
+                # Loud, once: every later command needs the adapter too (docs/recording.md).
+                self._log(logging.ERROR, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
+                          f"profile {profile.name!r} ({type(err).__name__}: {err}). Every exchange is still recorded, "
+                          "but no run is decoded or judged: install the adapter into this Python "
+                          f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "
+                          f"`chatkit-trace redecode {config.db}`; runs, check, view and the fixtures' pytest need it too")
 
     def _write_meta(self, config: WriterConfig) -> None:
         """The meta keys readers use (docs/trace-format.md): which profile, protocol and
@@ -1100,7 +1107,7 @@ class Writer(threading.Thread):
             self.dirty_sessions.clear()
             self.dirty_since = None
             return
-        from ..pipeline import replay
+        from ..sessions import TraceSessions
         from ..store import write_replay
 
         started = time.monotonic()
@@ -1109,16 +1116,20 @@ class Writer(threading.Thread):
         self.dirty_since = None
         store = self.store
         caps = getattr(self.config.profile, "capabilities", None)
+        sessions = TraceSessions(store, self.adapter)
+        # a socket several sessions share is re-derived for all of them at once
+        dirty = sessions.together(dirty)
+        sockets = sessions.sockets()
         for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
-            where = "capability IS NOT NULL AND " + ("session_id IS NULL" if sid is None else "session_id = ?")
-            exchanges = list(store.exchanges(with_frames=True, where=where, params=[] if sid is None else [sid]))
-            r = replay(exchanges, self.adapter, capabilities=caps) if exchanges else None
+            exchanges = sessions.exchanges(sid)
+            r = sessions.replay(sid, exchanges, capabilities=caps) if exchanges else None
             names = set(r.sessions) if r is not None else set()
             names.add(sid if sid is not None else "default")
             for f in r.facts if r is not None else ():
                 f.seq = self.fact_seq
                 self.fact_seq += 1
-            scope = _SessionScope(store, names, [ex.index for ex in exchanges])
+            # a shared socket's rows are the sessions' own (cleared by session)
+            scope = _SessionScope(store, names, [ex.index for ex in exchanges if ex.index not in sockets])
             if r is not None:
                 write_replay(scope, r)  # type: ignore[arg-type]
                 self._report_runs(r, self._findings(r, exchanges), final=final)

@@ -334,14 +334,16 @@ def test_sessions_are_written_as_they_are_analysed(tmp_path: Path, monkeypatch: 
         sizes.append(self.file.tell())
 
     reads: list[int] = []
-    loaded_exchanges = analyze_store.__globals__["replay"]
+    from chatkit_trace import sessions as sessions_module
+
+    loaded_exchanges = sessions_module.replay
 
     def counting_replay(exchanges: Any, *a: Any, **k: Any) -> Any:
         reads.append(len(seen))
         return loaded_exchanges(exchanges, *a, **k)
 
     monkeypatch.setattr(_html.HtmlWriter, "blob", blob)
-    monkeypatch.setitem(analyze_store.__globals__, "replay", counting_replay)
+    monkeypatch.setattr(sessions_module, "replay", counting_replay)
     make_report(trace)
     assert reads == [0, 2, 4]  # session k is replayed after sessions < k were written
     assert sizes == sorted(sizes) and seen == ["s0", "d0", "s1", "d1", "s2", "d2"]
