@@ -351,8 +351,8 @@ class Replayer:
         self.out.exchanges[exchange.index] = rec
         if cap is None:
             return
-        if cap == "subscribe" and self.only is not None and (exchange.session_id or DEFAULT_SESSION) not in self.only:
-            return  # a socket another session's replay records; its frames name their sessions
+        if cap == "subscribe" and multiplexed(exchange):
+            return  # a socket several sessions share: its frames name their sessions
         s = self.session(exchange.session_id)
         rec.session_id = s.session_id
         at = exchange.started_at * 1000.0

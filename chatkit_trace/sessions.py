@@ -30,23 +30,36 @@ class TraceSessions:
         self.store = store
         self.adapter = adapter
         self._sockets: dict[int, list[str]] | None = None
+        self._homes: set[str | None] = set()
 
     def sockets(self) -> dict[int, list[str]]:
         """Shared sockets (their exchange index) and the sessions each carries."""
         if self._sockets is None:
             out: dict[int, list[str]] = {}
+            homes: set[str | None] = set()
             for ex in self.store.capability_exchanges("subscribe"):
                 if multiplexed(ex):
                     ex.frames = self.store.frames(ex.index)
                     out[ex.index] = socket_sessions(ex, self.adapter)
+                    homes.add(ex.session_id)
             self._sockets = out
+            self._homes = homes
         return self._sockets
 
     def sessions(self) -> list[str | None]:
         """Every session, in order of first appearance (None: matched
-        exchanges without a session, replayed as ``default``)."""
-        out: dict[str | None, None] = dict.fromkeys(self.store.session_ids())
-        for sids in self.sockets().values():
+        exchanges without a session, replayed as ``default``).  The session
+        a shared socket is filed under is one only if a frame names it or
+        another exchange belongs to it."""
+        sockets = self.sockets()
+        carried = {sid for sids in sockets.values() for sid in sids}
+        out: dict[str | None, None] = {}
+        for sid in self.store.session_ids():
+            if sid in self._homes and sid not in carried and not any(
+                    ex.index not in sockets for ex in self.store.session_exchanges(sid, with_frames=False)):
+                continue
+            out.setdefault(sid, None)
+        for sids in sockets.values():
             for sid in sids:
                 out.setdefault(sid, None)
         return list(out)

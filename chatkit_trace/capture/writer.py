@@ -380,7 +380,8 @@ class Writer(threading.Thread):
             except Exception as err:  # noqa: BLE001
                 self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
                 # Loud, once: every later command needs the adapter too (docs/recording.md).
-                self._log(logging.ERROR, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
+                # (A warning: mitmdump exits on an error logged during its startup.)
+                self._log(logging.WARNING, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
                           f"profile {profile.name!r} ({type(err).__name__}: {err}). Every exchange is still recorded, "
                           "but no run is decoded or judged: install the adapter into this Python "
                           f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "

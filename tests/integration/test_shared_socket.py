@@ -181,3 +181,20 @@ def test_a_recording_from_before_issue_20_is_judged_per_session():
     # with today's profile (client messages as commands) each run says exactly what the backend did
     findings, _, _ = _judge(BEFORE / "before-20.db", str(PROFILE))
     assert _verdicts(findings) == {k: v for k, v in EXPECTED.items() if v}
+
+
+async def test_record_says_loudly_once_when_it_cannot_import_the_adapter(backend, tmp_path, procs):
+    """Every exchange is still recorded; the console says what to do, once."""
+    profile = tmp_path / "team.toml"
+    profile.write_text(PROFILE.read_text().replace("chatkit_trace.examples.shared_socket:SharedSocket",
+                                                   "no_such_adapter_pkg.protocol:Missing"))
+    db = tmp_path / "trace.db"
+    proxy = mitmdump(upstream=backend.url, db=db, profile=str(profile))
+    procs.append(proxy)
+    await scenario(f"http://127.0.0.1:{proxy.port}", drop=False)
+    store = stopped_store(proxy, db)
+    lines = [x for x in proxy.output.splitlines() if "cannot import the adapter" in x]
+    assert len(lines) == 1, proxy.output
+    assert "no_such_adapter_pkg.protocol:Missing" in lines[0] and "pip install" in lines[0] and "redecode" in lines[0]
+    assert [e.path for e in store.exchanges()].count("/ws") == 1  # recorded all the same
+    assert any("cannot build the adapter" in e["message"] for e in store.capture_errors())

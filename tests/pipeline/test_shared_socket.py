@@ -1,0 +1,180 @@
+"""A socket several sessions share, in the replay (issue 20): each frame to the
+session it names, client messages as commands, the end of its runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatkit_trace.adapters import AdapterProtocol, EventIdentity, create_adapter, load_protocol
+from chatkit_trace.capture import IdentityTracker, ProfileError, apply_match, load_profile, resolve_from_frames
+from chatkit_trace.capture.profiles import parse_profile
+from chatkit_trace.examples.shared_socket import SharedSocket
+from chatkit_trace.pipeline import multiplexed, replay, socket_sessions, split_shared
+from chatkit_trace.trace import Exchange
+from chatkit_trace.wire import ws_frame
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = load_profile(str(ROOT / "chatkit_trace" / "examples" / "shared_socket.toml"))
+SEQ: dict[str, int] = {}
+
+
+def ev(sid: str, rid: str, kind: str, **kw: Any) -> tuple[str, dict[str, Any]]:
+    SEQ[sid] = SEQ.get(sid, 0) + 1
+    return "in", {"type": kind, **kw, "sessionId": sid, "runId": rid, "eventId": f"{sid}:{SEQ[sid]}"}
+
+
+def out(**kw: Any) -> tuple[str, dict[str, Any]]:
+    return "out", kw
+
+
+def socket(items: list[tuple[str, Any]], *, profile: Any = PROFILE, end: str = "complete", index: int = 0) -> Exchange:
+    ex = Exchange(index, "GET", "http://backend/ws", started_at=1.0, ended_at=9.0, status=101, transport="ws", end=end)
+    for k, (d, body) in enumerate(items):
+        text = body if isinstance(body, str) else json.dumps(body)
+        ex.frames.append(ws_frame(text.encode(), True, d == "out", 1.0 + 0.01 * (k + 1), index, k))
+    m = profile.match("GET", ex.url, [], None)
+    apply_match(ex, IdentityTracker().assign(resolve_from_frames(m, ex.frames), index))
+    return ex
+
+
+def adapter() -> Any:
+    return PROFILE.create_adapter()
+
+
+def test_each_frame_goes_to_the_session_it_names_and_commands_make_local_runs():
+    SEQ.clear()
+    ex = socket([
+        out(type="subscribe", sessionId="s1"), out(type="subscribe", sessionId="s2"),
+        out(type="run", sessionId="s1", runId="r1", input={"text": "hi"}),
+        out(type="run", sessionId="s2", runId="r2", input={"text": "salut"}),
+        ev("s1", "r1", "run.started"), ev("s2", "r2", "run.started"),
+        ev("s2", "r2", "text.delta", messageId="m2", delta="Bonjour"), ev("s1", "r1", "text.delta", messageId="m1", delta="Hello"),
+        ev("s1", "r1", "run.completed"), out(type="ping"), ev("s2", "r2", "run.completed"),
+    ])
+    assert multiplexed(ex) and socket_sessions(ex, adapter()) == ["s1", "s2"]
+    rep = replay([ex], adapter(), capabilities=PROFILE.capabilities)
+    assert sorted(rep.sessions) == ["s1", "s2"]
+    for sid, run, text in (("s1", "r1", "hi"), ("s2", "r2", "salut")):
+        snap = rep.sessions[sid].core.snapshot
+        view = snap.run(run)
+        assert (view.status, view.origin) == ("completed", "local")
+        assert [m.id for m in snap.messages] == [f"user:{run}", f"m{run[-1]}"]
+        assert snap.messages[0].parts[0].text == text  # the run message's input, projected (R4.5)
+    assert not [f for f in rep.facts if not f.result.accepted]
+    by_frame = {fr.frame_index: fr for fr in rep.frames}
+    for k, f in enumerate(ex.frames):
+        named = json.loads(f.text).get("sessionId")
+        assert by_frame[k].session_id == (named or "s1"), k  # the ping names none: the socket's first session
+    assert by_frame[2].command.capability == "run" and by_frame[9].command is None
+    assert by_frame[6].event_id == "s2:2"  # the event's own id (a WebSocket has no SSE id)
+    # one session at a time, each frame in exactly one of them
+    parts = [replay([ex], adapter(), capabilities=PROFILE.capabilities, only={sid}) for sid in ("s1", "s2")]
+    seen = [fr.frame_index for p in parts for fr in p.frames]
+    assert sorted(seen) == list(range(len(ex.frames)))
+    assert [sorted(p.sessions) for p in parts] == [["s1"], ["s2"]]
+    # what export and serve take of one session: its own frames, indexes kept
+    views = split_shared([ex], adapter())
+    assert [(v.session_id, [f.index for f in v.frames]) for v in views] == [
+        ("s1", [0, 2, 4, 7, 8, 9]), ("s2", [1, 3, 5, 6, 10])]
+    assert not any(multiplexed(v) for v in views)
+
+
+def test_the_session_comes_from_identify_event_when_the_profile_has_no_pointer():
+    SEQ.clear()
+    plain = parse_profile({"name": "p", "protocol": "chatkit_trace.examples.shared_socket:SharedSocket",
+                           "routes": [{"capability": "subscribe", "path": "/ws", "session": "derived:exchange"}]})
+    ex = socket([ev("s1", "r1", "run.started"), ev("s2", "r2", "run.started"), ev("s2", "r2", "run.completed")],
+                profile=plain)
+    assert multiplexed(ex)
+    rep = replay([ex], adapter(), capabilities=["run", "subscribe"])
+    assert sorted(rep.sessions) == ["s1", "s2"]
+    assert rep.sessions["s2"].core.snapshot.run("r2").status == "completed"
+    assert rep.sessions["s1"].core.snapshot.run("r1").origin == "remote"  # no run message: a passive run (R2.6)
+
+
+def test_a_socket_of_one_session_still_rejects_another_sessions_event():
+    SEQ.clear()
+    fixed = parse_profile({"name": "p", "protocol": "chatkit_trace.examples.shared_socket:SharedSocket",
+                           "routes": [{"capability": "subscribe", "path": "/ws", "session": {"from": "constant", "value": "s1"}}]})
+    ex = socket([ev("s1", "r1", "run.started"), ev("s2", "r2", "run.started")], profile=fixed)
+    assert not multiplexed(ex)
+    rep = replay([ex], adapter(), capabilities=["run", "subscribe"])
+    assert [fr.state for fr in rep.frames] == ["admitted", "wrong-session"]
+
+
+def test_history_stop_and_resubscribe_messages_on_the_socket():
+    SEQ.clear()
+    answer = {"type": "history", "sessionId": "s1", "messages": [
+        {"id": "u-r1", "role": "user", "runId": "r1", "text": "hi"},
+        {"id": "m1", "role": "assistant", "runId": "r1", "text": "Hello"}], "runs": [{"id": "r1", "status": "completed"}]}
+    ex = socket([
+        out(type="run", sessionId="s1", runId="r1", input={"text": "hi"}),
+        ev("s1", "r1", "run.started"), ev("s1", "r1", "text.delta", messageId="m1", delta="Hello"),
+        out(type="stop", sessionId="s1", runId="r1"),
+        out(type="history", sessionId="s1"), ("in", answer),
+        out(type="subscribe", sessionId="s1", after="s1:2"),
+    ])
+    rep = replay([ex], adapter(), capabilities=PROFILE.capabilities)
+    s = rep.sessions["s1"]
+    view = s.core.snapshot.run("r1")
+    assert view.abort is not None  # the stop message was the UI's stop (R9)
+    [h] = s.history
+    assert (h.exchange_index, h.frame_index, h.scope) == (0, 5, "session")
+    assert view.status == "completed" and s.runs["r1"].settled_by == "history"
+    states = {fr.frame_index: fr for fr in rep.frames}
+    assert states[5].state == "history"
+    assert states[6].command.capability == "resubscribe" and states[6].command.cursor == "s1:2"
+
+
+@pytest.mark.parametrize("route, error", [
+    ({"capability": "run", "path": "/ws", "messages": [{"capability": "run", "match": {"type": "run"}, "run": "runId"}]},
+     "only a subscribe route"),
+    ({"capability": "subscribe", "path": "/ws", "messages": [{"capability": "run", "match": {}, "run": "runId"}]},
+     "match: give at least one condition"),
+    ({"capability": "subscribe", "path": "/ws", "messages": [{"capability": "history", "match": {"type": "h"}}]},
+     "reply: a history command needs"),
+    ({"capability": "subscribe", "path": "/ws", "messages": [{"capability": "abort", "match": {"type": "stop"}}]},
+     "run: a abort command names its run"),
+    ({"capability": "subscribe", "path": "/ws", "messages": [{"capability": "steer", "match": {"type": "x"}}]},
+     "unknown command 'steer'"),
+])
+def test_message_rules_are_checked_with_a_clear_message(route, error):
+    with pytest.raises(ProfileError, match=error):
+        parse_profile({"name": "p", "protocol": "myproto", "routes": [route]}, "team.toml")
+
+
+def test_a_socket_routes_commands_count_as_capabilities():
+    assert set(PROFILE.capabilities) == {"run", "subscribe", "abort", "history"}
+
+
+class _NoSession(AdapterProtocol):
+    """identify_event without a session: a run's events go where its run message went."""
+
+    name = "nosession"
+
+    def encode_input(self, input: Any, ctx: Any) -> Any:
+        return input
+
+    def decode_event(self, event: Any, ctx: Any) -> list[Any]:
+        return SharedSocket().decode_event(event, ctx)
+
+    def identify_event(self, event: Any) -> EventIdentity | None:
+        return EventIdentity(run_id=event["runId"]) if isinstance(event, dict) and "runId" in event else None
+
+
+def test_an_event_without_a_session_follows_its_run():
+    plain = parse_profile({"name": "p", "protocol": "chatkit_trace.examples.shared_socket:SharedSocket",
+                           "routes": [{"capability": "subscribe", "path": "/ws", "session": "derived:exchange",
+                                       "messages": [{"capability": "run", "match": {"type": "run"},
+                                                     "session": "sessionId", "run": "runId"}]}]})
+    ex = socket([out(type="run", sessionId="s2", runId="r2"), ("in", {"type": "run.completed", "runId": "r2"})],
+                profile=plain)
+    a = create_adapter(_NoSession(), subscribe=True)
+    rep = replay([ex], a, capabilities=["run", "subscribe"])
+    assert [fr.session_id for fr in rep.frames] == ["s2", "s2"]
+    assert rep.sessions["s2"].core.snapshot.run("r2").status == "completed"
+    assert load_protocol("myproto")  # the registry still answers (no state leaked)
