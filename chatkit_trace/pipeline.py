@@ -213,6 +213,10 @@ class SocketRun:
     concluded: bool = False
     #: The client's ``run`` command on this socket (frame index): a local run.
     command_frame: int | None = None
+    #: How many user messages the adapter projected at that command's dispatch (R4.5).
+    projected: int = 0
+    #: That command's dispatch: ``accepted`` / ``refused`` (None: no command).
+    dispatch: str | None = None
 
 
 @dataclass
@@ -733,7 +737,9 @@ class Replayer:
             if key not in rec.socket_runs:
                 rec.socket_runs[key] = SocketRun(s.session_id, run_id, frame.index, frame.index, command_frame=frame.index)
             if s.core.run_view(run_id) is None:
-                self._dispatch(s, exchange, "run", run_id, command.body, at, frame_index=frame.index)
+                run_rec = rec.socket_runs[key]
+                run_rec.projected, run_rec.dispatch = self._dispatch(
+                    s, exchange, "run", run_id, command.body, at, frame_index=frame.index)
         elif cap == "abort":
             run_id = command.run_id
             if run_id is not None and s.core.run_view(run_id) is not None:

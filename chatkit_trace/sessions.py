@@ -14,9 +14,10 @@ agree on what a session holds.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
-from .pipeline import DEFAULT_SESSION, Replay, multiplexed, replay, socket_sessions
+from .pipeline import DEFAULT_SESSION, Replay, multiplexed, replay, split_frames
 from .store import TraceStore
 from .trace import Exchange
 
@@ -24,13 +25,16 @@ __all__ = ["TraceSessions"]
 
 
 class TraceSessions:
-    """The sessions of a stored trace and the exchanges each is replayed from."""
+    """The sessions of a stored trace and the exchanges each is replayed from.
+    A shared socket's frames are read and split once; each session's replay
+    gets that session's frames of it."""
 
     def __init__(self, store: TraceStore, adapter: Any) -> None:
         self.store = store
         self.adapter = adapter
         self._sockets: dict[int, list[str]] | None = None
         self._homes: set[str | None] = set()
+        self._split: dict[int, tuple[Exchange, dict[str, list[Any]]]] = {}
 
     def sockets(self) -> dict[int, list[str]]:
         """Shared sockets (their exchange index) and the sessions each carries."""
@@ -40,7 +44,9 @@ class TraceSessions:
             for ex in self.store.capability_exchanges("subscribe"):
                 if multiplexed(ex):
                     ex.frames = self.store.frames(ex.index)
-                    out[ex.index] = socket_sessions(ex, self.adapter)
+                    split = split_frames(ex, self.adapter)
+                    out[ex.index] = list(split)
+                    self._split[ex.index] = (ex, split)
                     homes.add(ex.session_id)
             self._sockets = out
             self._homes = homes
@@ -70,11 +76,13 @@ class TraceSessions:
         sockets = self.sockets()
         own = [ex for ex in self.store.session_exchanges(session_id, with_frames=with_frames) if ex.index not in sockets]
         key = session_id if session_id is not None else DEFAULT_SESSION
-        shared = [i for i, sids in sockets.items() if key in sids]
-        for i in shared:
-            ex = self.store.exchange(i, with_frames=with_frames)
-            if ex is not None:
-                own.append(ex)
+        for i, sids in sockets.items():
+            if key in sids:
+                # the session's own frames of it (the replay places them exactly
+                # as it would in the whole socket: a frame's session depends only
+                # on frames of the same session before it)
+                ex, split = self._split[i]
+                own.append(replace(ex, frames=list(split[key]) if with_frames else []))
         own.sort(key=lambda e: (e.started_at, e.index))
         return own
 
