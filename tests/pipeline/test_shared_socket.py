@@ -178,3 +178,13 @@ def test_an_event_without_a_session_follows_its_run():
     assert [fr.session_id for fr in rep.frames] == ["s2", "s2"]
     assert rep.sessions["s2"].core.snapshot.run("r2").status == "completed"
     assert load_protocol("myproto")  # the registry still answers (no state leaked)
+
+
+def test_the_example_profile_ships_with_the_package():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = project["tool"]["setuptools"]["package-data"]["chatkit_trace.examples"]
+    shipped = {p for pattern in patterns for p in (ROOT / "chatkit_trace" / "examples").glob(pattern)}
+    assert ROOT / "chatkit_trace" / "examples" / "shared_socket.toml" in shipped
+    assert load_profile("chatkit_trace.examples.shared_socket:SharedSocket").name == "shared-socket"
