@@ -6,7 +6,7 @@ Writes the same traffic twice with the example shared-socket adapter
 (``chatkit_trace/examples/shared_socket.py``): once as one WebSocket per
 session (the baseline: each session's replay reads its own socket), once as
 one WebSocket that carries every session, interleaved (each session's replay
-reads the whole socket and records its own frames: docs/decisions.md 152).
+reads the whole socket and records its own frames: docs/decisions.md 160).
 Times ``analyze_store`` on each, in this process, best of ``--repeat``, and
 reports the ratio to the baseline measured in the same run.
 """

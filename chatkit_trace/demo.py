@@ -325,6 +325,7 @@ def _note_profile(db: Path, profile: str) -> None:
 
 def render_sessions(report: DemoReport, *, color: bool = False) -> str:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(
@@ -341,7 +342,7 @@ def render_sessions(report: DemoReport, *, color: bool = False) -> str:
         found = ", ".join(report.found(o.session_id)) or "none"
         table.add_row(
             o.session_id,
-            o.title + (f" [red]({o.error})[/red]" if o.error else ""),
+            o.title + (f" [red]({escape(str(o.error))})[/red]" if o.error else ""),
             o.statuses(),
             (", ".join(o.expect) or "none") + (f" (maybe {', '.join(o.allow)})" if o.allow else ""),
             found,

@@ -606,7 +606,7 @@ def run(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        progress_ctx = Progress(TextColumn("importing {task.description}"), BarColumn(), MofNCompleteColumn(),
+        progress_ctx = Progress(TextColumn("importing {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                 console=Console(stderr=True), transient=True)
         task = progress_ctx.add_task(src.name, total=None)
 

@@ -88,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"runs in {args.trace}")
+    # recorded ids (and the file's name) are plain text, never markup
+    table = Table(title=Text(f"runs in {args.trace}"))
     for col in ("session", "run", "status", "settled by", "origin", "connection", "duration", "frames", "rejected", "findings"):
         table.add_column(col, justify="right" if col in ("duration", "frames", "rejected") else "left")
     colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta"}
@@ -97,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         c = colors.get(r["status"], "")
         findings = " ".join(f"{n}{k[0]}" for k, n in (("error", r["errors"]), ("warning", r["warnings"]), ("info", r["infos"])) if n) or "-"
         table.add_row(
-            r["session"], r["run"], f"[{c}]{r['status']}[/{c}]" if c else r["status"], r["settled_by"] or "-",
-            r["origin"], r["connection"],
-            f"{r['duration_s']:.2f}s", str(r["frames"]), str(r["rejected"]), findings,
+            Text(str(r["session"])), Text(str(r["run"])), Text(r["status"], style=c), Text(r["settled_by"] or "-"),
+            Text(str(r["origin"])), Text(str(r["connection"])), f"{r['duration_s']:.2f}s", str(r["frames"]),
+            str(r["rejected"]), findings,
         )
     Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)
     return 0

@@ -82,6 +82,18 @@ class Exchange:
                 return v
         return None
 
+    @property
+    def resume_cursor(self) -> str | None:
+        """The event id this stream resumes after: the route's cursor, else,
+        on a subscription, the ``Last-Event-ID`` header an ``EventSource``
+        sends when it reconnects (a recording classified before subscription
+        routes had cursors still resumes; docs/decisions.md)."""
+        if self.cursor:
+            return self.cursor
+        if self.capability == "subscribe":
+            return self.header("Last-Event-ID") or None
+        return None
+
     def request_json(self) -> Any:
         """The request body as JSON, or ``None`` when it is empty or not JSON."""
         return _json(self.request_body)

@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 from .analysis import AUTO_LIMIT, analyse
 from .data import FindingInfo, RunInfo, TraceData
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
-from .render import esc
+from .render import esc, markup
 
 __all__ = ["Source", "ViewerApp", "open_source"]
 
@@ -195,7 +195,7 @@ class ViewerApp(App[None]):
                 )
                 if x
             )
-            self.notify(f"no {what} in this trace", severity="warning", timeout=5)
+            self.notify(f"no {what} in this trace", severity="warning", timeout=5, markup=False)
             return
         r = match[0]
         self.open_run(r.session_id, r.run_id)
@@ -205,7 +205,7 @@ class ViewerApp(App[None]):
 
         run = next((r for r in self.data.runs() if r.key == (session_id, run_id)), None)
         if run is None:
-            self.notify(f"no run {run_id} in session {session_id}", severity="warning")
+            self.notify(f"no run {run_id} in session {session_id}", severity="warning", markup=False)
             return
         self.push_screen(RunScreen(run, finding))
 
@@ -281,7 +281,7 @@ class ViewerApp(App[None]):
             self._data_version = self.data.data_version()
         if message.error:
             self.analysis_error = message.error
-            self.notify(f"analysis failed: {message.error}", severity="error", timeout=10)
+            self.notify(f"analysis failed: {message.error}", severity="error", timeout=10, markup=False)
         else:
             if message.derived_path is not None:
                 self.data.set_derived(message.derived_path)
@@ -398,7 +398,7 @@ class ViewerApp(App[None]):
             parts.append("[$text-muted]not analysed (a: analyse)[/]")
         if self.live:
             parts.append("[$text-warning b]● live[/]")
-        return Content.from_markup("  ".join(parts))
+        return markup("  ".join(parts))
 
     def refresh_titles(self) -> None:
         from .run_screen import RunScreen

@@ -261,9 +261,16 @@ def _loads(value: str | None, default: Any = None) -> Any:
         return default
 
 
+#: A subscription's cursor is the route's, else the ``Last-Event-ID`` header an
+#: EventSource sends when it reconnects (``Exchange.resume_cursor``).
+_CURSOR_SQL = (
+    "COALESCE(cursor, CASE WHEN capability = 'subscribe' AND json_valid(request_headers) THEN"
+    " (SELECT json_extract(value, '$[1]') FROM json_each(request_headers)"
+    " WHERE lower(json_extract(value, '$[0]')) = 'last-event-id' AND json_extract(value, '$[1]') != '' LIMIT 1) END)"
+)
 _EXCHANGE_SQL = (
     "SELECT id, capability, session_id, run_id, method, url, status, started_at, ended_at, transport, end, error,"
-    " cursor, target_run_id FROM exchanges"
+    f" {_CURSOR_SQL}, target_run_id FROM exchanges"
 )
 
 

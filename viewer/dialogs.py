@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from .data import FindingInfo, RunInfo, row_key
 from .diff import Comparison, comparisons, describe, side_by_side
-from .render import esc
+from .render import esc, markup
 
 if TYPE_CHECKING:
     from .app import ViewerApp
@@ -70,9 +70,9 @@ class DiffScreen(Screen[None]):
         lst = self.query_one("#diff-list", Static)
         head = f"[b]live vs history[/b] · session {esc(self.run.session_id)} · run {esc(self.run.run_id)}"
         if not self.items:
-            title.update(Content.from_markup(head))
+            title.update(markup(head))
             cols.update(
-                Content.from_markup(
+                markup(
                     "[$text-muted]Nothing to compare: no history read after this run covers it (record a refresh after the run).[/]"
                 )
             )
@@ -91,7 +91,7 @@ class DiffScreen(Screen[None]):
         else:
             verdict = f"[$text-error b]{len(c.diffs)} difference(s)[/]"
         title.update(
-            Content.from_markup(
+            markup(
                 f"{head} · {esc(c.title)}{n} · {verdict}\n[$text-muted]{esc(c.baseline)}[/]"
             )
         )
@@ -114,7 +114,7 @@ class DiffScreen(Screen[None]):
             )
         for f in self.findings:
             lines.append(f"[$text-error b]{esc(f.code)}[/] {esc(f.message)}")
-        lst.update(Content.from_markup("\n".join(lines)))
+        lst.update(markup("\n".join(lines)))
 
     def action_cycle(self, delta: int) -> None:
         if self.items:
@@ -160,7 +160,7 @@ class DetailScreen(Screen[None]):
         title, body = rs.detail(row, m)
         raw = " · raw bytes" if rs.raw else ""
         self.query_one("#detail-full-title", Static).update(
-            Content.from_markup(
+            markup(
                 f"[b]{esc(title)}[/b] [$text-muted]· session {esc(rs.run.session_id)} · run {esc(rs.run.run_id)}{raw}[/]"
             )
         )
@@ -239,7 +239,7 @@ LEGEND = (
 
 def help_content() -> Content:
     lines = [
-        Content.from_markup(
+        markup(
             "[b $text-primary]chatkit-trace view[/]  [$text-muted]find the broken run, then the frame where it went wrong[/]"
         ),
         Content(""),
@@ -249,7 +249,7 @@ def help_content() -> Content:
         for keys, what in rows:
             lines.append(Content.assemble("  ", (f"{keys:<30}", "bold $text-accent"), " ", what))
         lines.append(Content(""))
-    lines.append(Content.from_markup(LEGEND))
+    lines.append(markup(LEGEND))
     return Content("\n").join(lines)
 
 
@@ -333,14 +333,14 @@ class ExportScreen(ModalScreen[None]):
                 "[b]Enter[/b] write it   [b]Esc[/b] cancel"
             )
         with Vertical(id="export-box"):
-            yield Static(Content.from_markup(text), id="export-text")
+            yield Static(markup(text), id="export-text")
 
     def action_write(self) -> None:
         if self.exporter is None or self.written is not None:
             self.dismiss(None)
             return
         self.query_one("#export-text", Static).update(
-            Content.from_markup("[$text-muted]exporting…[/]")
+            markup("[$text-muted]exporting…[/]")
         )
         self._export(self.target())
 
@@ -364,7 +364,7 @@ class ExportScreen(ModalScreen[None]):
             text = f"[$text-error]export failed: {esc(err)}[/]\n\n[$text-muted]Esc to close[/]"
             self.written = Path()
         self.app.call_from_thread(
-            self.query_one("#export-text", Static).update, Content.from_markup(text)
+            self.query_one("#export-text", Static).update, markup(text)
         )
 
     def action_close(self) -> None:

@@ -68,9 +68,26 @@ TONE_VAR = {
 }
 
 
+#: A recorded backslash inside markup.  Textual's markup has no escape for a
+#: backslash, and one right before a tag (recorded ``C:\`` then ``[/dim]``)
+#: would escape that tag: :func:`esc` writes this private-use character
+#: instead and :func:`markup` puts the backslash back after parsing (one
+#: character for one, so every span keeps its place).
+BACKSLASH = "\ue000"
+
+
 def esc(text: Any) -> str:
-    """Escape ``text`` for Content markup."""
-    return str(text).replace("[", r"\[")
+    """Escape ``text`` for Content markup (parse the result with :func:`markup`)."""
+    return str(text).replace("\\", BACKSLASH).replace("[", r"\[")
+
+
+def markup(text: str) -> Content:
+    """``Content.from_markup`` for markup whose recorded parts went through
+    :func:`esc`: every recorded character shows as it was recorded."""
+    content = Content.from_markup(text)
+    if BACKSLASH in content.plain:
+        content = Content(content.plain.replace(BACKSLASH, "\\"), list(content.spans))
+    return content
 
 
 def short_json(value: Any, limit: int = 80) -> str:
@@ -133,15 +150,15 @@ def frame_cells(row: Row) -> list[Cell]:
         what = ex.capability or "?"
         tone = "error" if ex.status is None or (ex.status or 0) >= 400 else "accent"
         extra = ""
-        if ex.capability == "resume" and ex.cursor:
-            extra = f" after {ex.cursor}"
+        if ex.capability in ("resume", "subscribe") and ex.cursor:
+            extra = f" after {ex.cursor}"  # a subscription with a cursor resumes the session (R11.6)
         elif ex.capability in ("abort", "status") and ex.run_id:
             extra = f" {ex.run_id}"
         return [(f"▶ {what}{extra} ", "primary"), (f"{ex.method} {ex.path} → {status}", tone)]
     if row.idx == END:
         end = ex.end or "complete"
         tone = "muted" if end == "complete" else "warning"
-        text = f"■ end of stream: {end}"
+        text = f"■ end of {'subscription' if ex.capability == 'subscribe' else 'stream'}: {end}"
         if ex.error:
             text += f" ({ex.error})"
         return [(text, tone)]
@@ -354,7 +371,7 @@ def message_lines(m: RuntimeMessage, *, current: bool, show_ids: bool = True) ->
 def snapshot_header(snap: Snapshot | None, run_id: str) -> Content:
     """The run's status line(s): status, phase, connection, origin, error, stop, other runs."""
     if snap is None:
-        return Content.from_markup("[$text-muted]computing the snapshot…[/]")
+        return markup("[$text-muted]computing the snapshot…[/]")
     lines = [run_line(snap.run(run_id), run_id)]
     others = [r for r in snap.runs if r.id != run_id]
     if others:
@@ -369,7 +386,7 @@ def snapshot_header(snap: Snapshot | None, run_id: str) -> Content:
     lines.append(
         f"[$text-muted]session {esc(snap.session_id)}: {esc(snap.session_status)}{hist} · version {snap.version}[/]"
     )
-    return Content.from_markup("\n".join(lines))
+    return markup("\n".join(lines))
 
 
 def messages_content(
@@ -397,7 +414,7 @@ def messages_content(
         lines.append("")
     if hi < len(messages):
         lines.append(f"[$text-muted]… {len(messages) - hi} later message(s)[/]")
-    return Content.from_markup("\n".join(lines).rstrip("\n"))
+    return markup("\n".join(lines).rstrip("\n"))
 
 
 def snapshot_content(snap: Snapshot | None, run_id: str) -> Content:

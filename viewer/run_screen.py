@@ -30,6 +30,7 @@ from .data import (
 from .messages import MomentReady
 from .render import (
     esc,
+    markup,
     fact_line,
     hexdump,
     messages_content,
@@ -270,7 +271,7 @@ class RunScreen(Screen[None]):
             parts.append("[$text-accent]following new frames[/]")
         if self.viewer.live:
             parts.append("[$text-warning b]● live[/]")
-        title.update(Content.from_markup("  ".join(parts)))
+        title.update(markup("  ".join(parts)))
 
     # -- the cursor ---------------------------------------------------------------------
 
@@ -284,7 +285,7 @@ class RunScreen(Screen[None]):
         if row is None:
             self.query_one("#snap-title", Static).update("snapshot")
             self.query_one("#snapshot", Panel).show(
-                Content.from_markup("[$text-muted](no rows)[/]")
+                markup("[$text-muted](no rows)[/]")
             )
             self.query_one("#detail", Panel).show("")
             return
@@ -304,7 +305,7 @@ class RunScreen(Screen[None]):
         if self.pending_row != index:
             return
         self.query_one("#snap-title", Static).update(
-            Content.from_markup(f"snapshot after {esc(row.ref)} [$text-muted](computing…)[/]")
+            markup(f"snapshot after {esc(row.ref)} [$text-muted](computing…)[/]")
         )
         self.show_detail(row, None)
 
@@ -322,7 +323,7 @@ class RunScreen(Screen[None]):
         if message.moment is None:
             self.replay_error = message.error
             self.query_one("#snapshot", Panel).show(
-                Content.from_markup(
+                markup(
                     f"[$text-error]cannot replay this session: {esc(message.error or 'unknown error')}[/]"
                 )
             )
@@ -336,7 +337,7 @@ class RunScreen(Screen[None]):
         view = self.query_one(TimelineView)
         dt = row.t - view.t0
         self.query_one("#snap-title", Static).update(
-            Content.from_markup(
+            markup(
                 f"snapshot after [b]{esc(row.ref)}[/b] [$text-muted]+{dt:.3f}s · what the UI showed[/]"
             )
         )
@@ -391,7 +392,7 @@ class RunScreen(Screen[None]):
     def show_detail(self, row: Row, m: Moment | None) -> None:
         title, body = self.detail(row, m)
         self.query_one("#detail-title", Static).update(
-            Content.from_markup(f"{esc(title)} [$text-muted]· x raw bytes · enter full view[/]")
+            markup(f"{esc(title)} [$text-muted]· x raw bytes · enter full view[/]")
         )
         self.query_one("#detail", Panel).show(body, scroll="home")
 
@@ -475,7 +476,7 @@ class RunScreen(Screen[None]):
                     )
         else:
             lines.extend(self.frame_lines(row, m))
-        return title, Content.from_markup("\n".join(lines))
+        return title, markup("\n".join(lines))
 
     @on(VirtualList.Selected, "#timeline")
     def _row_selected(self, event: VirtualList.Selected) -> None:
@@ -613,7 +614,7 @@ class RunScreen(Screen[None]):
             return False
         row = self.timeline.nearest(e, i)
         if row is None:
-            self.notify(f"frame {f.decisive} is not in this run's timeline", severity="warning")
+            self.notify(f"frame {f.decisive} is not in this run's timeline", severity="warning", markup=False)
             return False
         fl = self.query_one(FindingsList)
         if f in fl.findings:

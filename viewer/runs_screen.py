@@ -15,7 +15,7 @@ from textual.widgets import Footer, Input, Static
 
 from .data import FindingInfo, RunInfo
 from .messages import SearchDone
-from .render import esc
+from .render import esc, markup
 from .widgets import FindingsList, RunsTable, VirtualList
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ class RunsScreen(Screen[None]):
                 title += f" + trace-wide ({len(self.trace_findings)})"
         if not self.viewer.analysed:
             title += "  [$text-muted]· not analysed yet[/]"
-        self.query_one("#findings-title", Static).update(title)
+        self.query_one("#findings-title", Static).update(markup(title))
         box.set_findings(findings)
 
     # -- events -------------------------------------------------------------------------

@@ -162,19 +162,31 @@ def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()
     ]
     routed = data.routed_frames(sid, rid, subscriptions)
     streams: list[Iterator[tuple[Key, int]]] = []
+    sub_ends: list[ExchangeInfo] = []
+    last_routed = float("-inf")
     for e, how in chosen.items():
         ex = by_id[e]
         streams.append(iter([((ex.started_at, e, 0, START), START)]))
         if how == "own" and ex.capability == "subscribe":
-            streams.append(
-                data.frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set()))
-            )
+            sub_keys = list(data.frame_keys(ex, only=routed.get(e, set()) | extra_frames.get(e, set())))
+            streams.append(iter(sub_keys))
+            if sub_keys:
+                last_routed = max(last_routed, sub_keys[-1][0][0])
+            if ex.transport is not None:
+                sub_ends.append(ex)
         elif how == "own":
             streams.append(data.frame_keys(ex))
             if ex.transport is not None and ex.capability in STREAMING:
                 streams.append(iter([(data.end_key(ex), END)]))
         elif how == "extra":
             streams.append(data.frame_keys(ex, only=extra_frames[e]))
+    # A subscription that ended while the run went on (a reconnect follows,
+    # or nothing does) shows its end; one that outlived a finished run does not.
+    unfinished = run.status not in ("completed", "failed", "interrupted")
+    for ex in sub_ends:
+        end = data.end_key(ex)
+        if end[0] < last_routed or unfinished:
+            streams.append(iter([(end, END)]))
     segments: list[tuple[int, int, int]] = []
     keys: list[Key] = []
     for key, idx in heapq.merge(*streams, key=lambda kv: kv[0]):

@@ -17,7 +17,7 @@ from ._protocol import (
     RunRequest,
     StreamEvent,
 )
-from ._limits import LIMITS, TOOL_RESULT, fallback_error, fallback_sent
+from ._limits import LIMITS, PASSIVE_INPUT, TOOL_RESULT, fallback_error, fallback_sent
 from ._registry import AdapterNotFound, available_protocols, load_protocol, register_protocol
 from ._updates import (
     TERMINAL_UPDATES,
@@ -48,6 +48,7 @@ __all__ = [
     "HistoryRequestArgs",
     "InterruptedUpdate",
     "LIMITS",
+    "PASSIVE_INPUT",
     "MessageUpdate",
     "PhaseUpdate",
     "ProtocolUpdate",

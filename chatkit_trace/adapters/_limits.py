@@ -8,7 +8,9 @@ things an adapter knows and analysis cannot see in the updates alone:
   the traffic consistently (the tool call is completed, with an empty
   result) and :meth:`~chatkit_trace.adapters.AdapterProtocol.event_limits`
   names the limit for the event; analysis reports it once per route as an
-  info (CK306), never per run.
+  info (CK306), never per run.  A start event without the run's input
+  (:data:`PASSIVE_INPUT`) costs only runs another client started; analysis
+  reports it once per route (CK505) where such a run was seen.
 * **A fallback text**: the backend sent a failure without a reason (Hermes
   ``run.failed`` with ``"error": ""``) and the adapter shows its own text so
   the failure card is not empty.  :func:`fallback_error` keeps what the
@@ -23,15 +25,20 @@ from typing import Any
 
 from ..core import ABSENT, RunError, freeze
 
-__all__ = ["LIMITS", "TOOL_RESULT", "fallback_error", "fallback_sent"]
+__all__ = ["LIMITS", "PASSIVE_INPUT", "TOOL_RESULT", "fallback_error", "fallback_sent"]
 
 #: A completed tool call whose result the protocol has no field for.
 TOOL_RESULT = "tool-result"
+#: An event that starts a run has no field for the run's input, so a run
+#: another client started (a passive run, R2.6) shows no user message live.
+PASSIVE_INPUT = "passive-input"
 
 #: limit -> (what it costs the user, for the finding's message)
 LIMITS: dict[str, str] = {
     TOOL_RESULT: "tool calls complete without a result (the protocol has no field for it): the UI shows them "
     "completed with no output",
+    PASSIVE_INPUT: "a run another client started shows no user message live (the start event has no field for "
+    "the input): the UI shows that run's answer without its question until a refresh loads it from history",
 }
 
 _MARK = "chatkit_trace.fallback"

@@ -14,7 +14,7 @@ TypeScript names: ``encodeInput`` is :meth:`encode_input`, ``decodeEvent``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +185,14 @@ class AdapterProtocol:
         """Decode state for runs history reports still running, keyed by run
         id, so events resumed after history continue its partial answer (the
         seed's example primes its ``answers`` map in decodeHistory)."""
+        return {}
+
+    def history_event_ids(self, value: Any, session_id: str) -> Mapping[str, Sequence[str]]:
+        """chatkit-trace's extension: the outer event ids (SSE ``id:``) a
+        history lists for each run, in order (``{run_id: [event ids]}``), when
+        the protocol's history carries them (the example protocol's
+        ``frames[].id``).  Analysis uses them to tell what a resumed stream
+        repeated or skipped (CK404).  Empty by default."""
         return {}
 
     def replay_history(self, value: Any, session_id: str) -> Iterable[tuple[Any, RuntimeMessage]] | None:

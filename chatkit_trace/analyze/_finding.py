@@ -71,6 +71,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK502", "error", "R11.2", "subscription event cannot be routed"),
         CodeInfo("CK503", "error", "R3.6", "fact names an unknown run"),
         CodeInfo("CK504", "error", "R11.5", "local command and subscription use different run ids"),
+        CodeInfo("CK505", "info", "R2.6 R8.4", "the protocol cannot carry a passive run's input"),
         CodeInfo("CK601", "info", "-", "slow first event"),
         CodeInfo("CK602", "info", "-", "stall between events"),
         CodeInfo("CK701", "info", "-", "trace recorded with secrets kept"),

@@ -3,7 +3,7 @@
 Sessions never share Core state, so a trace is replayed and analysed
 session by session: only one session's exchanges, frames and facts are in
 memory at a time, and derived rows are written as each session finishes.
-The few trace-level codes (CK203, CK401, CK406: "once per trace") are merged
+The few trace-level codes (CK203, CK306, CK401, CK406, CK505: "once per trace") are merged
 across sessions at the end; CK203 learns up front, from one SQL query,
 whether the trace holds any history read.  CK7xx come from the trace's
 meta (``recording.trace_findings``), once.
@@ -24,7 +24,7 @@ from ._finding import Finding
 
 __all__ = ["analyze_store", "SessionHooks", "TRACE_LEVEL"]
 
-TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406")
+TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406", "CK505")
 
 
 def _sessions(store: TraceStore) -> list[str | None]:
@@ -58,6 +58,10 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
         elif f.code == "CK306":
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
+        elif f.code == "CK505":
+            first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = first.message.rsplit("; ", 1)[0] + f"; {first.detail['count']} such run(s))."
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]

@@ -432,18 +432,29 @@ def comparisons(ctx: Context) -> list[Comparison]:
     cached = ctx.cache.get("comparisons")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
+    from .resume import skip_causes
+    from .routing import passive_input_runs
+
     out: list[Comparison] = []
     causes = _causes(ctx)
+    skips = skip_causes(ctx)
+    passive = passive_input_runs(ctx)
     for s in ctx.replay.sessions.values():
         for h in s.history:
             if h.result is None:
                 continue
             for c in _read_comparisons(s, h, ctx.exchanges):
                 keep = []
+                skipped = skips.get((c.session_id, c.run_id))
+                limit = passive.get((c.session_id, c.run_id))
                 for d in c.diffs:
                     cause = causes.get((c.session_id, c.run_id, d.get("message")))
                     if cause is not None and cause["at"] <= h.at and d["what"] in ("extra in history", "content", "parts", "missing in history"):
                         c.explained.append({**d, "cause": cause})
+                    elif skipped is not None and skipped["at"] <= h.at and _explained_by_skip(d):
+                        c.explained.append({**d, "cause": skipped})
+                    elif limit is not None and d["what"] == "extra in history" and d.get("role") == "user":
+                        c.explained.append({**d, "cause": limit})
                     else:
                         keep.append(d)
                 c.diffs = keep
@@ -473,6 +484,16 @@ def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: fl
             continue
         return {"code": "CK103", "reason": f"connection broke ({e.end})", "frame": end.last, "at": e.ended_at or e.started_at}
     return None
+
+
+def _explained_by_skip(d: Mapping[str, Any]) -> bool:
+    """What events a resume skipped explain (CK404): history holding output the
+    live stream never showed (another text, other parts, a whole message of
+    the answer), never other ids or a missing user message."""
+    what = d.get("what")
+    if what == "extra in history":
+        return d.get("role") != "user"
+    return what in ("content", "parts")
 
 
 def _explained_by_break(d: Mapping[str, Any]) -> bool:

@@ -16,10 +16,16 @@ MAX_FRAMES = 20
 
 
 def rejections(ctx: Context, reason: str, keep=lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
-    """Facts rejected for ``reason``, grouped per (session, run), in order."""
+    """Facts rejected for ``reason``, grouped per (session, run), in order.
+    Not those of events a resumed subscription repeated: CK404 reports the
+    resume, and what the Core did with its repeats (one cause, one verdict)."""
+    from .resume import repeat_frames
+
+    repeated = repeat_frames(ctx)
     groups: dict[tuple[str, str], list[FactRecord]] = defaultdict(list)
     for rec in ctx.facts():
-        if rec.result.reason is not None and rec.result.reason.value == reason and keep(rec):
+        if rec.result.reason is not None and rec.result.reason.value == reason and keep(rec) \
+                and (rec.exchange_index, rec.frame_index) not in repeated:
             groups[(rec.fact.session_id, rec.fact.run_id)].append(rec)
     yield from groups.items()
 

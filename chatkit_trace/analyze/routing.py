@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from typing import Any
+
+from ..adapters import LIMITS, PASSIVE_INPUT
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from .lifecycle import reason_finding
@@ -95,3 +98,63 @@ def split_run_ids(ctx: Context) -> Iterator[Finding]:
                 detail={"local_run": ex.run_id, "subscription_run": other, "delay_s": round(at - e.started_at, 3)},
                 keys=[ex.run_id, other],
             )
+
+
+def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
+    """Passive runs (R2.6: started by another client, registered from the
+    subscription) whose start event the protocol gives no field for the
+    input (``PASSIVE_INPUT``): (session, run) -> the cause CK505 names."""
+    cached = ctx.cache.get("passive_input_runs")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    local = {
+        (ex.session_id, ex.run_id)
+        for ex in ctx.exchange_records()
+        if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
+    }
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for fr in ctx.frames():
+        if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:
+            continue
+        if fr.identity is None or not fr.identity.starts_run or (fr.session_id, fr.run_id) in local:
+            continue
+        out.setdefault((fr.session_id, fr.run_id), {
+            "code": "CK505", "reason": "the protocol cannot carry a passive run's input",
+            "frame": frame_ref(fr.exchange_index, fr.frame_index), "at": fr.at,
+        })
+    ctx.cache["passive_input_runs"] = out
+    return out
+
+
+@analyzer("CK505")
+def passive_input_not_carried(ctx: Context) -> Iterator[Finding]:
+    """CK505 (R2.6, R8.4; info, once per trace and route): a run another
+    client started (a passive run) arrived on a route whose start event has
+    no field for the run's input (``AdapterProtocol.event_limits``:
+    ``passive-input``), so the live stream cannot show that run's user
+    message; a history read that holds it is not a CK201.  A limit of the
+    protocol, not a defect of the backend or of one run."""
+    from .stream import route_of
+
+    runs = passive_input_runs(ctx)
+    if not runs:
+        return
+    routes: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    for (sid, run), cause in runs.items():
+        ex_index = int(cause["frame"].split(":", 1)[0])
+        rec = ctx.replay.exchanges.get(ex_index)
+        if rec is not None:
+            routes[route_of(rec)].append((sid, run, cause["frame"]))
+    for route, items in sorted(routes.items()):
+        yield make_finding(
+            "CK505",
+            session_id=None,
+            run_id=None,
+            frames=[f for _, _, f in items[:20]],
+            message=f"On {route}, {LIMITS[PASSIVE_INPUT]} (a limit of the {ctx.protocol.name} protocol, not of this "
+            f"backend; {len(items)} such run(s)).",
+            detail={"route": route, "limit": PASSIVE_INPUT, "runs": [f"{sid}/{run}" for sid, run, _ in items[:20]],
+                    "count": len(items)},
+            keys=[route, PASSIVE_INPUT],
+            frame_in_fingerprint=False,
+        )

@@ -70,10 +70,15 @@ def sequence_regressed(ctx: Context) -> Iterator[Finding]:
 
 @analyzer("CK403")
 def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
-    """CK403 (R3.6; info): duplicate events were dropped idempotently (count and ids)."""
+    """CK403 (R3.6; info): duplicate events were dropped idempotently (count
+    and ids).  Not the repeats of a resumed subscription (CK404's)."""
+    from .resume import repeat_frames
+
+    repeated = repeat_frames(ctx)
     per_run: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for fr in ctx.frames():
-        if fr.state == "duplicate":
+        if fr.state == "duplicate" and (fr.exchange_index, fr.frame_index) not in repeated:
+            # the id the pipeline used (on a WebSocket the event's own)
             per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), fr.event_id or "?"))
     for (sid, run_id), recs in rejections(ctx, "duplicate-event"):
         per_run[(sid, run_id)].extend((frame_ref(r.exchange_index, r.frame_index), r.fact.event_id or "?") for r in recs)
@@ -110,7 +115,10 @@ def resume_order(ctx: Context) -> Iterator[Finding]:
     """CK404 (R11.6): after a resume from cursor X, the replay must start right
     after X, contain every event the trace saw after X, in order, and not
     interleave with live events of the same run (cursors are compared only
-    for equality, never ordered by size)."""
+    for equality, never ordered by size).  A subscription that starts with a
+    cursor (``Last-Event-ID``) is a resume of the session's event sequence,
+    judged as one per resumed stream (:mod:`.resume`)."""
+    yield from _subscription_resumes(ctx)
     for rec in ctx.exchange_records():
         e = rec.exchange
         if e.capability != "resume" or e.cursor is None or e.failed or rec.run_id is None:
@@ -155,6 +163,54 @@ def resume_order(ctx: Context) -> Iterator[Finding]:
                 detail={"cursor": e.cursor, "expected": expected[:50], "replayed": replay_ids[:50], "problems": [p[1] for p in problems]},
                 keys=[e.index, e.cursor],
             )
+
+
+def _subscription_resumes(ctx: Context) -> Iterator[Finding]:
+    from .identity import consequence_sentence, consequences
+    from .resume import session_resumes, what_the_ui_did
+
+    for c in session_resumes(ctx):
+        first = c.first
+        if first is None:
+            continue
+        run_id = first.other[0] if first.kind == "skip" and first.other is not None and first.other[0] else first.item.run
+        had = f", received at {c.anchor.ref}" if c.anchor is not None else ", an id the trace holds nowhere before"
+        counts = []
+        if c.repeats:
+            counts.append(f"{len(c.repeats)} event(s) at or before the cursor repeated")
+        if c.skipped:
+            counts.append(f"{len(c.skipped)} event(s) after it skipped")
+        if c.reordered:
+            counts.append(f"{len(c.reordered)} event(s) out of order")
+        ui, handled = what_the_ui_did(ctx, c)
+        if c.skipped:
+            ui += " The UI never shows what the skipped event(s) carried."
+            runs = {k[0] or first.item.run for k in c.skipped}
+            found = [f for run in sorted(r for r in runs if r) for f in consequences(ctx, c.session_id, run, "CK404")]
+            ui += consequence_sentence(found).replace("what the UI dropped", "what the skipped event(s) carried")
+        frames = [first.item.ref] + ([c.anchor.ref] if c.anchor is not None else []) + [p.item.ref for p in c.problems[1:20]]
+        yield make_finding(
+            "CK404",
+            session_id=c.session_id,
+            run_id=run_id,
+            frames=frames,
+            message=f"The subscription of session {c.session_id} resumed after {c.cursor!r} ({c.cursor_from}{had}) "
+            f"but {first.sentence(c.cursor)}. In all, {', '.join(counts)}.{ui}",
+            detail={
+                "cursor": c.cursor,
+                "cursor_from": c.cursor_from,
+                "cursor_seen_at": c.anchor.ref if c.anchor is not None else None,
+                "first_wrong": {"kind": first.kind, "frame": first.item.ref, "event_id": first.item.id, "run": first.item.run,
+                                **({"missing": first.other[1]} if first.kind == "skip" and first.other else {})},
+                "repeated": [it.id for it in c.repeats[:50]],
+                "skipped": [k[1] for k in c.skipped[:50]],
+                "reordered": [it.id for it in c.reordered[:50]],
+                "evidence": c.evidence,
+                "ui": handled,
+                "stream": "subscription",
+            },
+            keys=[c.exchange, c.cursor],
+        )
 
 
 @analyzer("CK405")

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..adapters import (
+    PASSIVE_INPUT,
     AdapterProtocol,
     CompletedUpdate,
     DecodeContext,
@@ -150,6 +151,24 @@ class MyProtocol(AdapterProtocol):
         if answer is None:
             answer = ctx.state["answer"] = Answer(ctx.run_id)
         return _apply(event, answer)
+
+    def event_limits(self, event: Any) -> tuple[str, ...]:
+        """A ``started`` event has no field for the run's input: a run another
+        client started shows no user message live (CK505, once per route)."""
+        if isinstance(event, Mapping) and event.get("type") == "started":
+            return (PASSIVE_INPUT,)
+        return ()
+
+    def history_event_ids(self, value: Any, session_id: str) -> dict[str, list[str]]:
+        """History lists each run's frames with their event ids (``frames[].id``)."""
+        out: dict[str, list[str]] = {}
+        if isinstance(value, Mapping) and isinstance(value.get("runs"), list):
+            for run in value["runs"]:
+                if not isinstance(run, Mapping) or not isinstance(run.get("id"), str):
+                    continue
+                frames = run.get("frames") if isinstance(run.get("frames"), list) else []
+                out[run["id"]] = [str(f["id"]) for f in frames if isinstance(f, Mapping) and f.get("id") is not None]
+        return out
 
     def history_state(self, value: Any, session_id: str) -> dict[str, dict[str, Any]]:
         """A running run's answer so far, so resumed events continue it (R8.3)."""

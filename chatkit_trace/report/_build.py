@@ -147,7 +147,7 @@ class _SessionData:
         self.infos = {
             e.index: ExchangeInfo(
                 e.index, e.capability, e.session_id, e.run_id, e.method or "GET", urlsplit(e.url or "").path or "/",
-                e.status, e.started_at or 0.0, e.ended_at, e.transport, e.end, e.error, e.cursor, e.target_run_id,
+                e.status, e.started_at or 0.0, e.ended_at, e.transport, e.end, e.error, e.resume_cursor, e.target_run_id,
             )
             for e in exchanges
         }
@@ -231,9 +231,11 @@ def _outcome(run: Any, view: Any) -> str:
 
 
 class _Builder:
-    def __init__(self, writer: HtmlWriter, *, scrub: bool) -> None:
+    def __init__(self, writer: HtmlWriter, *, scrub: bool, adapter: Any = None) -> None:
         self.writer = writer
         self.scrub = scrub
+        #: the trace's adapter: the comparisons are check's (a resume's skip, a protocol limit)
+        self.adapter = adapter
         self.events: list[_Event] = []
         self.differ = SnapshotDiffer()
         self.main_session: str | None = None
@@ -496,7 +498,7 @@ class _Builder:
             "tr": e.transport,
             "end": e.end,
             "err": e.error,
-            "cur": e.cursor,
+            "cur": e.resume_cursor,
             "tgt": e.target_run_id,
             "t": round(((e.started_at or t0) - t0) * 1000.0, 3),
             "n": len(e.frames),
@@ -539,7 +541,7 @@ class _Builder:
         from ..analyze.identity import comparisons, describe
         from ..viewer.diff import _cells
 
-        ctx = Context(rep, {e.index: e for e in exchanges}, None)  # type: ignore[arg-type]
+        ctx = Context(rep, {e.index: e for e in exchanges}, self.adapter)
         out = []
         for c in comparisons(ctx):
             out.append(
@@ -653,7 +655,7 @@ def write_report(
             plain, _ = analyze_store(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
         writer = HtmlWriter(tmp, title=title, generator=f"chatkit-trace {__version__}")
         try:
-            builder = _Builder(writer, scrub=scrub_text)
+            builder = _Builder(writer, scrub=scrub_text, adapter=loaded.adapter)
             findings, counts = analyze_store(
                 loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, hooks=builder.hooks(),
                 on_session=on_session,

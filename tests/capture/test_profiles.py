@@ -435,6 +435,37 @@ def test_myproto_preset_is_chatkits_example():
     assert p.match("GET", "/favicon.ico", [], None) is None
 
 
+@pytest.mark.parametrize("preset", ["myproto", "openai"])
+def test_a_subscription_reconnect_carries_its_cursor_on_every_preset_with_a_subscription(preset):
+    p = load_profile(preset)
+    plain = p.match("GET", "/api/chat/events?sessionId=s1", [], None)
+    assert (plain.capability, plain.cursor) == ("subscribe", None)
+    m = p.match("GET", "/api/chat/events?sessionId=s1", [("last-event-id", "3")], None)
+    assert (m.capability, m.session_id, m.cursor) == ("subscribe", "s1", "3")
+    for query in ("lastEventId=7", "last_event_id=7", "after=7", "cursor=7"):
+        m = p.match("GET", f"/api/chat/events?sessionId=s1&{query}", [], None)
+        assert (m.capability, m.cursor) == ("subscribe", "7"), query
+    # the header wins over a query form (an EventSource's own reconnect)
+    assert p.match("GET", "/api/chat/events?sessionId=s1&lastEventId=2", [("Last-Event-ID", "5")], None).cursor == "5"
+
+
+def test_every_preset_subscription_route_has_a_cursor():
+    from chatkit_trace.capture.profiles import PRESETS
+
+    for name in PRESETS:
+        for r in load_profile(name).routes:
+            if r.capability == "subscribe":
+                kinds = {(s.from_, (s.name or "").lower()) for s in r.cursor}
+                assert ("header", "last-event-id") in kinds and ("query", "lastEventId".lower()) in {(k, n.lower()) for k, n in kinds}, (name, r.name)
+
+
+@pytest.mark.parametrize("preset", ["myproto", "openai"])
+def test_the_send_reply_names_the_run_when_the_backend_mints_it(preset):
+    p = load_profile(preset)
+    m = p.match("POST", "/api/chat/send", [], b'{"sessionId": "s1", "text": "hi"}')
+    assert m.capability == "run" and m.run_id is None and "run" in m.pending_response
+
+
 def test_the_example_in_docs_profiles_md_loads_and_matches(tmp_path):
     doc = (Path(__file__).parents[2] / "docs" / "profiles.md").read_text()
     example = doc.split("```toml\n", 1)[1].split("```", 1)[0]

@@ -501,12 +501,13 @@
     if (marks) what.append(el('span', { class: 'marker', text: '◆ ' + [...new Set(marks.map((fi) => FINDINGS[fi].code))].join(' ') }));
     const I = ev.I[k];
     if (I === -1) {
-      what.append(`→ ${ex.m} ${ex.p} `, el('span', { class: 'muted', text: `${ex.cap || 'unmatched'} · ` }),
+      const after = ex.cur && (ex.cap === 'resume' || ex.cap === 'subscribe') ? ` after ${ex.cur}` : '';
+      what.append(`→ ${ex.m} ${ex.p} `, el('span', { class: 'muted', text: `${ex.cap || 'unmatched'}${after} · ` }),
         el('span', { class: ex.st == null || ex.st >= 400 ? 'tone-error' : '', text: ex.st == null ? 'no status' : String(ex.st) }));
       if (ex.hist) what.append(' ', el('span', { class: ex.hist.ok ? 'tone-ok' : 'tone-error', text: ex.hist.ok ? `history: ${ex.hist.n} message(s)` : 'history rejected' }));
       if (ex.disp && ex.disp !== 'accepted') what.append(el('span', { class: 'muted', text: ' · dispatch ' + ex.disp }));
     } else if (I === -2) {
-      what.append(el('span', { class: 'muted', text: '■ end of stream: ' }), ex.end || 'complete');
+      what.append(el('span', { class: 'muted', text: ex.cap === 'subscribe' ? '■ end of subscription: ' : '■ end of stream: ' }), ex.end || 'complete');
       if (ex.err) what.append(el('span', { class: 'tone-error', text: ' ' + ex.err }));
     } else {
       const st = ev.S[k];
