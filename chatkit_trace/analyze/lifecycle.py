@@ -420,6 +420,8 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
         if e.end not in ("reset", "timeout", "client-gone", "error"):
             continue
         settled = ctx.settled_later(end.session_id, end.run_id)
+        if end.subscription and settled == "fact":
+            continue  # a later subscription (a reconnect, another tab) carried the run's end: the UI recovered
         resumed = any(
             o.exchange.capability == "resume" and o.run_id == end.run_id and o.exchange.started_at >= e.started_at
             for o in ctx.exchange_records()

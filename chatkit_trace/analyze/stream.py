@@ -209,7 +209,7 @@ def _subscription_resumes(ctx: Context) -> Iterator[Finding]:
                 "ui": handled,
                 "stream": "subscription",
             },
-            keys=[c.exchange, c.cursor],
+            keys=[c.exchange, c.cursor] + ([c.frame] if c.frame is not None else []),
         )
 
 
