@@ -112,6 +112,8 @@ def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
         for ex in ctx.exchange_records()
         if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
     }
+    # run messages on a socket (the route's commands) start local runs too
+    local |= {key for ex in ctx.exchange_records() for key, run in ex.socket_runs.items() if run.command_frame is not None}
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for fr in ctx.frames():
         if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..adapters import (
+    PASSIVE_INPUT,
     AdapterProtocol,
     CompletedUpdate,
     DecodeContext,
@@ -104,6 +105,13 @@ class SharedSocket(AdapterProtocol):
             # a WebSocket message has no outer id: the event's own deduplicates (R11.7)
             event_id=event_id if isinstance(event_id, str) else None,
         )
+
+    def event_limits(self, event: Any) -> tuple[str, ...]:
+        """``run.started`` has no field for the run's input: a run another
+        client started shows no user message live (CK505, once per route)."""
+        if isinstance(event, Mapping) and event.get("type") == "run.started":
+            return (PASSIVE_INPUT,)
+        return ()
 
     def event_known(self, event: Any) -> bool:
         return isinstance(event, Mapping) and event.get("type") in EVENT_TYPES
