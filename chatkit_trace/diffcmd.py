@@ -51,8 +51,6 @@ def message_lines(m: Any, limit: int | None) -> list[str]:
 
 def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
     """(live line, history line, differs) for each line of the paired messages."""
-    from .analyze.identity import visible
-
     rows: list[tuple[str, str, bool]] = []
     for pair in c.pairs:
         left = message_lines(pair.live, limit) if pair.live is not None else []
@@ -61,7 +59,7 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
             left = ["(not shown live)"]
         if pair.history is None:
             right = ["(missing in history)" if c.scope != "page" else "(not in this page)"]
-        head_differs = pair.live is None or pair.history is None or pair.live.id != pair.history.id or pair.live.role != pair.history.role
+        head_differs = c.head_differs(pair)
         lparts = list(pair.live.parts) if pair.live is not None else []
         hparts = list(pair.history.parts) if pair.history is not None else []
         for i in range(max(len(left), len(right))):
@@ -73,7 +71,7 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
                 k = i - 1
                 lp = lparts[k] if k < len(lparts) else None
                 hp = hparts[k] if k < len(hparts) else None
-                differs = lp is None or hp is None or lp.id != hp.id or lp.type != hp.type or visible(lp) != visible(hp)
+                differs = c.part_differs(lp, hp)
             rows.append((a, b, differs))
     return rows
 
@@ -84,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from .analyze import Context
-    from .analyze.identity import comparisons, describe
+    from .analyze.identity import cause_sentence, comparisons, describe, limit_sentence
     from .loading import open_trace
     from .pipeline import replay
 
@@ -119,13 +117,12 @@ def run(args: argparse.Namespace) -> int:
         for d in c.diffs:
             console.print(Text.assemble(("  differs: ", "red"), describe(d, limit)))
         for d in c.explained:
-            cause = d["cause"]
-            console.print(Text.assemble(
-                ("  explained: ", "yellow"), describe(d, limit),
-                f" Caused by the {cause['reason']} rejection at frame {cause['frame']} ({cause['code']}), reported there.",
-            ))
+            console.print(Text.assemble(("  explained: ", "yellow"), describe(d, limit), " ", cause_sentence(d["cause"])))
+        for d in c.limited:
+            console.print(Text.assemble(("  limit: ", "cyan"), limit_sentence(d)))
         if not c.diffs and not c.explained:
-            console.print(Text.assemble(("  isomorphic", "green"), ": same ids, types and content"))
+            word, rest = c.verdict.split(":", 1)
+            console.print(Text.assemble((f"  {word}", "green"), f":{rest}"))
     if not shown:
         what = " for that session/run" if args.session or args.run_id else ""
         print(f"chatkit-trace diff: nothing to compare{what}: no history read covers a run the live stream carried "

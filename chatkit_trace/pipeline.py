@@ -74,6 +74,7 @@ __all__ = [
     "SCOPES",
     "STREAMING",
     "read_scope",
+    "stops_by_close",
     "understood_exchanges",
 ]
 
@@ -137,6 +138,13 @@ class FrameRecord:
 SCOPES = ("session", "run", "page")
 
 
+def stops_by_close(exchange: Exchange) -> bool:
+    """Whether closing this run stream is the UI's stop (the route's ``stop =
+    "close"``, recorded with the exchange's identity)."""
+    note = (exchange.notes or {}).get("identity")
+    return isinstance(note, dict) and note.get("stop") == "close"
+
+
 def read_scope(exchange: Exchange) -> str:
     """What a history read covers: the route's ``scope`` recorded with the
     exchange's identity, else ``page`` for a read with a cursor, ``run`` for
@@ -180,6 +188,8 @@ class HistoryRecord:
     run_id: str | None = None
     #: Every run the live traffic carried before the read, as the UI had it.
     baselines: dict[str, Baseline] = field(default_factory=dict)
+    #: What the read cannot express (``AdapterProtocol.history_limits``; CK207).
+    limits: tuple[str, ...] = ()
     #: On a socket: the frame that answered the history command (None: an HTTP read).
     frame_index: int | None = None
 
@@ -231,6 +241,9 @@ class ExchangeRecord:
     reader_stop: tuple[str, int] | None = None
     concluded: bool = False
     end_marker_frame: int | None = None
+    #: The client left this stream mid-run on a route whose stop is closing
+    #: the stream (``Route.stop = "close"``): the UI's stop, replayed as one.
+    stopped_by_close: bool = False
     history: HistoryRecord | None = None
     frames: list[FrameRecord] = field(default_factory=list)
     #: A subscription: the runs it carried, by (session, run), in order of first frame.
@@ -294,6 +307,7 @@ class Replayer:
         self._has_identity = protocol.implements("identify_event")
         self._has_known = protocol.implements("event_known")
         self._has_limits = protocol.implements("event_limits")
+        self._has_history_limits = protocol.implements("history_limits")
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -504,7 +518,8 @@ class Replayer:
         hist = HistoryRecord(
             exchange.index, s.session_id, result, error, command, before, s.core.snapshot, started,
             "session" if socket else read_scope(exchange), None if socket else exchange.run_id, baselines,
-            frame_index,
+            limits=self._history_limits(value, s.session_id) if result is not None else (),
+            frame_index=frame_index,
         )
         s.history.append(hist)
         if not socket:
@@ -772,6 +787,14 @@ class Replayer:
         except Exception:  # noqa: BLE001
             return ()
 
+    def _history_limits(self, value: Any, session_id: str) -> tuple[str, ...]:
+        if not self._has_history_limits:
+            return ()
+        try:
+            return tuple(self.adapter.protocol.history_limits(value, session_id) or ())
+        except Exception:  # noqa: BLE001
+            return ()
+
     def _identity(self, value: Any, *, strict: bool = False) -> EventIdentity | None:
         if value is DONE or not self._has_identity:
             return None
@@ -848,6 +871,19 @@ class Replayer:
         view = s.core.run_view(rec.run_id)
         if view is None or view.terminal or rec.concluded:
             return
+        if exchange.end == "client-gone" and stops_by_close(exchange) and view.status == "running":
+            # The client left a stream whose only stop is closing it: the UI's
+            # stop, replayed as ChatRuntime(stop="close") does it (the Core
+            # gets the abort capability; the close always succeeds and seals
+            # the output; only a terminal or history settles the run, R9.1).
+            at = (exchange.ended_at or exchange.started_at) * 1000.0
+            if "abort" not in s.core.capabilities:
+                s.core.capabilities = s.core.capabilities | {"abort"}
+            if view.abort is None:
+                s.core.abort(rec.run_id, at=at)
+                s.core.take_requests()
+            s.core.abort_settled(rec.run_id, True, at=at)
+            rec.stopped_by_close = True
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")

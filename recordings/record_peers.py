@@ -3,7 +3,7 @@
 
     .ci/peers.sh                                   # the peer environments, once
     .venv/bin/python recordings/record_peers.py [adk a2a hermes openai]
-    .venv/bin/python recordings/record_peers.py --export-only   # re-export the committed traces
+    .venv/bin/python recordings/record_peers.py --export-only   # re-derive the committed traces (current preset, analysis) and re-export
 
 For each protocol: start the real server offline on 127.0.0.1 (the harness in
 tests/realservers/harness.py: google-adk, a2a-sdk, hermes-agent, litellm, each
@@ -125,8 +125,9 @@ def main(argv: list[str]) -> int:
         else:
             print(f"recording {protocol} through the addon", flush=True)
             db = record(protocol)
-        # redecode stores facts and findings in the trace (check never writes to its input)
-        subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "redecode", str(db)], cwd=REPO, check=True)
+        # redecode stores facts and findings in the trace (check never writes to its input), with the
+        # exchanges classified again by the current preset (a route's scope or stop may have changed)
+        subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "redecode", str(db), "--profile", protocol], cwd=REPO, check=True)
         subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", str(db), "--fail-on", "never"], cwd=REPO, check=True)
         export(protocol, db)
     return 0

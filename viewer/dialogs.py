@@ -14,7 +14,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from .data import FindingInfo, RunInfo, row_key
-from .diff import Comparison, comparisons, describe, side_by_side
+from .diff import Comparison, cause_sentence, comparisons, describe, limit_sentence, side_by_side
 from .render import esc, markup
 
 if TYPE_CHECKING:
@@ -85,11 +85,11 @@ class DiffScreen(Screen[None]):
             else ""
         )
         if not c.diffs and not c.explained:
-            verdict = "[$text-success]isomorphic: same ids, types and content[/]"
+            verdict = f"[$text-success]{esc(c.verdict)}[/]"
         elif not c.diffs:
-            verdict = f"[$text-warning b]{len(c.explained)} difference(s), explained by an earlier rejection[/]"
+            verdict = f"[$text-warning b]{esc(c.verdict)}[/]"
         else:
-            verdict = f"[$text-error b]{len(c.diffs)} difference(s)[/]"
+            verdict = f"[$text-error b]{esc(c.verdict)}[/]"
         title.update(
             markup(
                 f"{head} · {esc(c.title)}{n} · {verdict}\n[$text-muted]{esc(c.baseline)}[/]"
@@ -101,11 +101,9 @@ class DiffScreen(Screen[None]):
         for d in c.diffs:
             lines.append(f"[$text-error]✗[/] {esc(describe(d))}")
         for d in c.explained:
-            cause = d["cause"]
-            lines.append(
-                f"[$text-warning]•[/] {esc(describe(d))} "
-                + esc(f"Caused by the {cause['reason']} rejection at frame {cause['frame']} ({cause['code']}), reported there.")
-            )
+            lines.append(f"[$text-warning]•[/] {esc(describe(d))} " + esc(cause_sentence(d["cause"])))
+        for d in c.limited:
+            lines.append(f"[$text-muted]•[/] {esc(limit_sentence(d))}")
         if c.renamed:
             lines.append("")
             lines.append(

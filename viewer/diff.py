@@ -14,13 +14,13 @@ from typing import Any
 
 from textual.content import Content
 
-from chatkit_trace.analyze.identity import Comparison, describe, visible
+from chatkit_trace.analyze.identity import Comparison, Pair, cause_sentence, describe, limit_sentence, visible
 from chatkit_trace.core import RuntimeMessage
 
 from .data import TraceData
 from .render import TONE_VAR
 
-__all__ = ["Comparison", "comparisons", "describe", "side_by_side"]
+__all__ = ["Comparison", "cause_sentence", "comparisons", "describe", "limit_sentence", "side_by_side"]
 
 
 def comparisons(
@@ -55,16 +55,28 @@ def _part_text(p: Any) -> str:
     return ", ".join(f"{k}: {json.dumps(v[k], ensure_ascii=False, default=str)}" for k in v)
 
 
-def _cells(m: RuntimeMessage | None, other: RuntimeMessage | None, empty: str) -> list[tuple[str, str]]:
+def _cells(
+    m: RuntimeMessage | None, other: RuntimeMessage | None, empty: str, c: Comparison | None = None, *, live: bool = True
+) -> list[tuple[str, str]]:
+    """A message's lines, each with its tone: ``error`` where it differs from
+    ``other`` as the comparison ``c`` counts it (``live``: ``m`` is the live
+    side).  Without ``c``: any other id, type or visible content."""
     if m is None:
         return [(empty, "error")]
-    tone = "" if other is not None and other.id == m.id and other.role == m.role else "error"
-    cells = [(f"{m.role} {m.id}", tone or "primary")]
+    if c is not None:
+        pair = Pair(m, other) if live else Pair(other, m)
+        head = c.head_differs(pair)
+    else:
+        head = other is None or other.id != m.id or other.role != m.role
+    cells = [(f"{m.role} {m.id}", "error" if head else "primary")]
     other_parts = list(other.parts) if other is not None else []
     for i, p in enumerate(m.parts):
         o = other_parts[i] if i < len(other_parts) else None
-        same = o is not None and o.id == p.id and o.type == p.type and visible(o) == visible(p)
-        cells.append((f"  {p.id} [{p.type}] {_part_text(p)}", "" if same else "error"))
+        if c is not None:
+            differs = c.part_differs(p, o) if live else c.part_differs(o, p)
+        else:
+            differs = not (o is not None and o.id == p.id and o.type == p.type and visible(o) == visible(p))
+        cells.append((f"  {p.id} [{p.type}] {_part_text(p)}", "error" if differs else ""))
     return cells
 
 
@@ -86,8 +98,8 @@ def side_by_side(c: Comparison, width: int) -> Content:
     ]
     missing = "(missing in history)" if c.scope != "page" else "(not in this page)"
     for pair in c.pairs:
-        left = _cells(pair.live, pair.history, "(not shown live)")
-        right = _cells(pair.history, pair.live, missing)
+        left = _cells(pair.live, pair.history, "(not shown live)", c)
+        right = _cells(pair.history, pair.live, missing, c, live=False)
         lw = [
             (t, tone)
             for text, tone in left

@@ -17,7 +17,7 @@ from ._protocol import (
     RunRequest,
     StreamEvent,
 )
-from ._limits import LIMITS, PASSIVE_INPUT, TOOL_RESULT, fallback_error, fallback_sent
+from ._limits import HISTORY_IDS, LIMITS, PASSIVE_INPUT, TOOL_ARGS, TOOL_RESULT, fallback_error, fallback_sent
 from ._registry import AdapterNotFound, available_protocols, load_protocol, register_protocol
 from ._updates import (
     TERMINAL_UPDATES,
@@ -47,8 +47,10 @@ __all__ = [
     "FailedUpdate",
     "HistoryRequestArgs",
     "InterruptedUpdate",
+    "HISTORY_IDS",
     "LIMITS",
     "PASSIVE_INPUT",
+    "TOOL_ARGS",
     "MessageUpdate",
     "PhaseUpdate",
     "ProtocolUpdate",

@@ -229,10 +229,21 @@ class AdapterProtocol:
     def event_limits(self, event: Any) -> Sequence[str]:
         """chatkit-trace's extension: what this event cannot express because the
         protocol has no field for it (``"tool-result"``: a tool completion
-        without a result; ``chatkit_trace.adapters.LIMITS``).  The adapter
-        models the event consistently anyway; analysis reports each limit once
-        per route as an info (CK306), never as the backend's defect.  Empty
-        by default."""
+        without a result; ``"tool-args"``: a tool start without arguments;
+        ``chatkit_trace.adapters.LIMITS``).  The adapter models the event
+        consistently anyway; analysis reports each limit once per route as an
+        info (CK306, CK307), never as the backend's defect, and a history that
+        has the field is no live/history difference.  Empty by default."""
+        return ()
+
+    def history_limits(self, value: Any, session_id: str) -> Sequence[str]:
+        """chatkit-trace's extension: what this history read cannot express
+        because the protocol has no field for it (``"history-ids"``: history's
+        message ids are never the ids the live stream used;
+        ``chatkit_trace.adapters.LIMITS``).  Analysis then pairs history with
+        the live stream by run and position, reports real content
+        differences (CK201) but no id difference (CK201/CK202), and states
+        the limit once per route as an info (CK207).  Empty by default."""
         return ()
 
     def event_sequence(self, event: Any) -> int | float | None:

@@ -42,7 +42,11 @@ Ids (R4.3, R4.4)
   id, so messages are ``user:{row id}`` and ``assistant:{first row id}`` (the
   assistant/tool rows after a user row form one answer, built by the same
   code as the live one).  Message ids therefore never match the live ones;
-  part ids and types do, and so does visible text (see the tests).
+  part ids and types do, and so does visible text (see the tests).  A limit
+  of the protocol, not of the backend: :meth:`history_limits` says so
+  (``history-ids``), so live and history are paired by run and position
+  and only content differences are findings (CK207 states the limit once
+  per route).
 
 Frame -> update
 ---------------
@@ -69,8 +73,10 @@ Frame -> update
   (a message update only when it differs from what streamed).
 - ``run.completed``: ``output`` (runs) is the final text, as above;
   ``messages[]`` (session stream, the server's "authoritative per-turn
-  transcript") rebuilds the answer when its tool calls line up with the live
-  ones (real call ids, args, results, reasoning); then ``completed``.
+  transcript") rebuilds the answer (real call ids, args, results,
+  reasoning) when it holds the live tool calls in order (it may hold more:
+  a call to a tool that does not exist sends no tool events live and is
+  only there); then ``completed``.
 - ``run.failed``: failed, RunError ``run.failed`` + the error text;
   ``error`` (session stream, the handler raised): RunError ``error``.  An
   empty or missing text (``str(exc)`` of an exception without a message)
@@ -143,7 +149,7 @@ from ..core import (
     ToolCallPart,
     freeze,
 )
-from ._limits import TOOL_RESULT, fallback_error
+from ._limits import HISTORY_IDS, TOOL_ARGS, TOOL_RESULT, fallback_error
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
     CompletedUpdate,
@@ -155,7 +161,7 @@ from ._updates import (
     ProtocolUpdate,
 )
 
-__all__ = ["HermesProtocol", "input_text"]
+__all__ = ["HermesProtocol", "input_text", "tool_failed"]
 
 _ENDS = frozenset(
     {"run.completed", "run.failed", "run.cancelled", "run.interrupted", "error", "done"}
@@ -283,9 +289,15 @@ class _Answer:
         return False
 
     def tool_result(self, call_id: Any, content: Any) -> None:
+        """A tool row: the call's result; failed when Hermes' own rule calls
+        the result a failure (:func:`tool_failed`, what ``tool.completed``'s
+        ``error`` says live), with the live stream's error."""
         for i, p in enumerate(self.parts):
             if isinstance(p, ToolCallPart) and p.tool_call_id == call_id:
-                self.parts[i] = replace(p, status="completed", result=freeze(content))
+                if tool_failed(p.tool_name, content):
+                    self.parts[i] = replace(p, status="failed", result=freeze(content), error=_tool_error(p.tool_name))
+                else:
+                    self.parts[i] = replace(p, status="completed", result=freeze(content), error=ABSENT)
                 return
 
     def add_row(self, row: Mapping[str, Any]) -> None:
@@ -309,6 +321,50 @@ class _Answer:
 
     def tool_names(self) -> list[str]:
         return [p.tool_name for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+def _in_order(live: list[str], transcript: list[str]) -> bool:
+    """The live tool calls appear in the transcript, in order (the transcript
+    may hold more: a tool Hermes runs without progress events, such as a call
+    to a tool that does not exist, is only there)."""
+    it = iter(transcript)
+    return all(any(name == t for t in it) for name in live)
+
+
+def _tool_error(name: Any) -> RunError:
+    return RunError("tool_error", f"tool {_str(name) or 'unknown'} reported an error")
+
+
+_FILE_MUTATING = frozenset({"write_file", "patch"})
+
+
+def tool_failed(name: Any, result: Any) -> bool:
+    """Whether Hermes reports a tool result as a failure: the rule
+    hermes-agent 0.19 applies before it sends ``tool.completed`` with
+    ``error: true`` (``agent/display.py::_detect_tool_failure``), so a
+    history row (which has no error flag) gets the status the live event
+    had.  A non-zero ``exit_code`` of ``terminal``; a JSON object with an
+    ``error`` (or ``message`` with ``success: false``); else ``"error"`` /
+    ``"failed"`` in the first 500 characters or a leading ``Error``.  A file
+    write that landed (``bytes_written``, patch ``success: true``) is not a
+    failure."""
+    if not isinstance(result, str):
+        return False
+    try:
+        data = json.loads(result.strip())
+    except ValueError:
+        data = None
+    if name in _FILE_MUTATING and isinstance(data, Mapping) and not data.get("error"):
+        if (name == "write_file" and "bytes_written" in data) or (name == "patch" and data.get("success") is True):
+            return False
+    if name == "terminal":
+        return isinstance(data, Mapping) and data.get("exit_code") is not None and data.get("exit_code") != 0
+    if isinstance(data, Mapping):
+        err = data.get("error") or data.get("message")
+        if err and (data.get("success") is False or "error" in data):
+            return True
+    lower = result[:500].lower()
+    return '"error"' in lower or '"failed"' in lower or result.startswith("Error")
 
 
 def _name(event: Mapping[str, Any]) -> str | None:
@@ -355,15 +411,22 @@ class HermesProtocol(AdapterProtocol):
         )
 
     def event_limits(self, event: Any) -> tuple[str, ...]:
-        """``tool.completed`` carries no result on either surface (module docstring)."""
-        if (
-            isinstance(event, Mapping)
-            and _name(event) == "tool.completed"
-            and event.get("error") is not True
-            and not any(k in event for k in ("result", "output", "content"))
-        ):
+        """``tool.completed`` carries no result on either surface, and
+        ``tool.started`` on ``/v1/runs`` no arguments (module docstring)."""
+        if not isinstance(event, Mapping):
+            return ()
+        kind = _name(event)
+        if kind == "tool.completed" and not any(k in event for k in ("result", "output", "content")):
             return (TOOL_RESULT,)
+        if kind == "tool.started" and "args" not in event and "arguments" not in event:
+            return (TOOL_ARGS,)
         return ()
+
+    def history_limits(self, value: Any, session_id: str) -> tuple[str, ...]:
+        """History rows carry integer row ids and no run id: the live stream's
+        ids (``msg_<hex>``, ``assistant:{run}``, ``user:{run}``) never reach
+        history (module docstring)."""
+        return (HISTORY_IDS,)
 
     def event_sequence(self, event: Any) -> int | float | None:
         seq = event.get("seq") if isinstance(event, Mapping) else None
@@ -411,11 +474,7 @@ class HermesProtocol(AdapterProtocol):
             answer = self._answer(event, ctx)
             name = event.get("tool") or event.get("tool_name")
             failed = kind == "tool.failed" or event.get("error") is True
-            err = (
-                RunError("tool_error", f"tool {_str(name) or 'unknown'} reported an error")
-                if failed
-                else ABSENT
-            )
+            err = _tool_error(name) if failed else ABSENT
             if not answer.tool_ended(name, "failed" if failed else "completed", err):
                 return []
             return [MessageUpdate(answer.message())]
@@ -456,7 +515,7 @@ class HermesProtocol(AdapterProtocol):
             for row in rows:
                 if isinstance(row, Mapping) and row.get("role") in ("assistant", "tool"):
                     fresh.add_row(row)
-            if fresh.parts and fresh.tool_names() == live.tool_names():
+            if fresh.parts and _in_order(live.tool_names(), fresh.tool_names()):
                 ctx.state["answer"] = fresh
                 if fresh.message() != live.message() or answer is None:
                     out.append(MessageUpdate(fresh.message()))

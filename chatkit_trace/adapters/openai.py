@@ -37,7 +37,8 @@ Updates: a part that opens, a tool call that opens or changes, and tool
 results give a :class:`MessageUpdate` with the whole message; every further
 text fragment of an open part is a :class:`DeltaUpdate` (O(1) in the Core).
 Phases are emitted on change only: ``thinking`` (reasoning), ``generating``
-(text), ``tool`` (a tool call opened, and while the tool loop waits).
+(text), ``tool`` (a tool call opened), ``awaiting-input`` (the response asked
+the client for tool results: the tool loop waits for its next request).
 
 Tool calls
 ----------
@@ -72,8 +73,10 @@ Conclusions
 * ``stop`` / ``length`` / ``content_filter``: :class:`CompletedUpdate` once
   every choice seen in the response has finished (the truncation or policy
   reason stays in the frame for the analyzers; CompletedUpdate carries none).
-* ``tool_calls`` / ``function_call``: **not** a conclusion: phase ``tool``;
-  the ids still waiting are in ``ctx.state["awaiting_tools"]``.
+* ``tool_calls`` / ``function_call``: **not** a conclusion: phase
+  ``awaiting-input`` (the run waits for the client, which runs the tools and
+  sends their results in the run's next request); the ids still waiting
+  are in ``ctx.state["awaiting_tools"]``.
 * ``error`` (hermes-agent) and any frame with a truthy top-level ``error``
   (``data: {"error": {...}}``): :class:`FailedUpdate` with a
   :class:`~chatkit_trace.core.RunError` whose ``code`` is the protocol's own
@@ -1066,7 +1069,7 @@ class OpenAIProtocol(AdapterProtocol):
             return
         reasons = set(finish.values())
         if reasons & TOOL_LOOP_FINISH:
-            _phase(state, "tool", out)
+            _phase(state, "awaiting-input", out)  # the client runs the tools and continues the run
             state["awaiting_tools"] = tuple(
                 p.tool_call_id
                 for p in answer.tools()
@@ -1157,7 +1160,7 @@ class OpenAIProtocol(AdapterProtocol):
                 and p.status in (ABSENT, "running")
             ]
             if kind == "response.completed" and pending:
-                _phase(state, "tool", out)
+                _phase(state, "awaiting-input", out)  # the client runs the tools and continues the run
                 state["awaiting_tools"] = tuple(pending)
                 return out
             out.append(CompletedUpdate())

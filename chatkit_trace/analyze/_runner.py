@@ -11,6 +11,7 @@ meta (``recording.trace_findings``), once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,7 +25,7 @@ from ._finding import Finding
 
 __all__ = ["analyze_store", "SessionHooks", "TRACE_LEVEL"]
 
-TRACE_LEVEL = ("CK203", "CK306", "CK401", "CK406", "CK505")
+TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406", "CK505")
 
 
 def _sessions(store: TraceStore) -> list[str | None]:
@@ -56,12 +57,19 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             )
         elif f.code == "CK401":
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
-        elif f.code == "CK306":
+        elif f.code in ("CK306", "CK307"):
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
         elif f.code == "CK505":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
             first.message = first.message.rsplit("; ", 1)[0] + f"; {first.detail['count']} such run(s))."
+        elif f.code == "CK207":
+            first.detail["reads"] = first.detail.get("reads", 0) + f.detail.get("reads", 0)
+        elif f.code in ("CK112", "CK115"):
+            count = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["count"] = count
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = re.sub(r"^\d+ run\(s\)", f"{count} run(s)", first.message)
         elif f.code == "CK203":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]

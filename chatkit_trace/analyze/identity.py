@@ -19,18 +19,21 @@ from ..core import (
     get_tool_call_status,
     thaw,
 )
+from ..adapters import HISTORY_IDS, LIMITS, TOOL_ARGS, TOOL_RESULT
 from ..core import DeltaFact, MessageFact
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
 from .lifecycle import refs, rejections
 
-__all__ = ["Comparison", "Pair", "clip", "comparisons", "consequences", "describe", "diff_messages", "diff_pairs", "pair_run", "visible"]
+__all__ = ["Comparison", "Pair", "cause_sentence", "clip", "comparisons", "consequences", "describe", "diff_messages", "diff_pairs", "limit_sentence", "pair_run", "visible"]
 
 
 def visible(part: Any) -> dict[str, Any]:
-    """What the UI shows of a part (the content R8.4 compares)."""
+    """What the UI shows of a part (the content R8.4 compares).  Text is
+    compared without the whitespace at its ends, which the UI does not show
+    (a backend that stores a stopped answer stripped shows the same text)."""
     if isinstance(part, (TextPart, ReasoningPart)):
-        return {"text": part.text}
+        return {"text": part.text.strip() if isinstance(part.text, str) else part.text}
     if isinstance(part, ToolCallPart):
         out: dict[str, Any] = {"toolName": part.tool_name, "status": get_tool_call_status(part)}
         if part.args is not ABSENT:
@@ -127,12 +130,17 @@ def pair_run(live: Sequence[RuntimeMessage], hist: Sequence[RuntimeMessage], by_
     return out
 
 
-def diff_pairs(pairs: Sequence[Pair], *, complete: bool = True) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+def diff_pairs(
+    pairs: Sequence[Pair], *, complete: bool = True, ids: bool = True
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The differences of paired messages (dicts; :func:`describe` says each in
     a sentence) and the id pairs of the same message (same run, same place,
     same content) under different ids (CK202).  ``complete``: the read claims
     to hold the whole run (not a page), so a live message without a
-    counterpart is missing."""
+    counterpart is missing.  ``ids=False``: the protocol's history never
+    carries the live ids (``history-ids``, CK207), so a message paired by
+    run and position is compared by content only: another id is neither a
+    difference nor a rename."""
     diffs: list[dict[str, Any]] = []
     renamed: list[tuple[str, str]] = []
     for p in pairs:
@@ -146,9 +154,10 @@ def diff_pairs(pairs: Sequence[Pair], *, complete: bool = True) -> tuple[list[di
             continue
         if p.how == "position":
             same = _content_key(m) == _content_key(h)
-            if same:
-                renamed.append((m.id, h.id))
-            diffs.append({"message": m.id, "what": "id", "live": m.id, "history": h.id, "role": m.role, "run": m.run_id, "same_content": same})
+            if ids:
+                if same:
+                    renamed.append((m.id, h.id))
+                diffs.append({"message": m.id, "what": "id", "live": m.id, "history": h.id, "role": m.role, "run": m.run_id, "same_content": same})
             if same:
                 continue
         if m.role != h.role:
@@ -211,6 +220,9 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
     text = d.get("text")
     said = f": {_value(text, limit)}" if text else ""
     if what == "missing in history":
+        if d.get("run_open"):
+            return (f"The live {role} message {msg}{said} is missing in history, which did not settle the run: the UI keeps "
+                    "it while the run stays open, and a reload removes it.")
         return f"The live {role} message {msg}{said} is missing in history: a refresh removes it."
     if what == "extra in history":
         return f"History holds {_a(role)} {role} message {msg}{said} that the live stream never showed: a refresh adds it."
@@ -277,6 +289,11 @@ class Comparison:
     renamed: list[tuple[str, str]] = field(default_factory=list)
     #: Differences an earlier rejection in the same run explains, each with its ``cause``.
     explained: list[dict[str, Any]] = field(default_factory=list)
+    #: Differences a limit of the protocol explains (a field the live stream
+    #: cannot carry that history has: CK306, CK307), each with its ``limit``.
+    limited: list[dict[str, Any]] = field(default_factory=list)
+    #: What the run's live frames could not carry (``event_limits``: ``tool-args``, ``tool-result``).
+    live_limits: frozenset[str] = frozenset()
     #: Kept for callers of the old shape.
     candidates: list[RuntimeMessage] = field(default_factory=list)
 
@@ -300,6 +317,55 @@ class Comparison:
     @property
     def title(self) -> str:
         return f"history read {self.read} ({self.scope} scope)"
+
+    @property
+    def ids_limited(self) -> bool:
+        """The read's history cannot carry the live ids (``history-ids``, CK207)."""
+        return HISTORY_IDS in getattr(self.history, "limits", ())
+
+    def head_differs(self, pair: Pair) -> bool:
+        """Whether a pair's message line differs (``diff``, the viewer, the
+        report mark it): missing on a side, another role, or another id where
+        history can carry the live ids."""
+        if pair.live is None or pair.history is None or pair.live.role != pair.history.role:
+            return True
+        return pair.live.id != pair.history.id and not self.ids_limited
+
+    def part_differs(self, live: Any, history: Any) -> bool:
+        """Whether a part differs in a way the comparison counts: another id,
+        type or visible content, less the fields the live stream could not
+        carry (CK306, CK307)."""
+        if live is None or history is None or live.id != history.id or live.type != history.type:
+            return True
+        lv, hv = visible(live), visible(history)
+        keys = {k for k in set(lv) | set(hv) if lv.get(k) != hv.get(k)}
+        return bool({k for k in keys if not _limited_field(k, lv, self.live_limits)})
+
+    @property
+    def verdict(self) -> str:
+        """The comparison in a few words (``diff``, the viewer)."""
+        if self.diffs:
+            return f"{len(self.diffs)} difference(s)"
+        if self.explained:
+            return f"{len(self.explained)} difference(s), explained by an earlier finding"
+        how = "same types and content (history cannot carry the live ids: CK207)" if self.ids_limited else "same ids, types and content"
+        if self.limited:
+            how += "; history adds what the protocol could not carry live"
+        return f"isomorphic: {how}"
+
+
+def cause_sentence(cause: Mapping[str, Any]) -> str:
+    """Where an explained difference is reported, in a sentence."""
+    what = cause.get("what") or f"the {cause.get('reason')} rejection"
+    return f"Caused by {what} at frame {cause.get('frame')} ({cause.get('code')}), reported there."
+
+
+def limit_sentence(d: Mapping[str, Any]) -> str:
+    """A difference a protocol limit explains, in a sentence."""
+    codes = ", ".join(sorted({x["code"] for x in d.get("limit", [])}))
+    fields = " and ".join(d.get("fields", []))
+    return (f"Message {d.get('message')}, part {d.get('part')}: history has the {fields} the live stream could not carry "
+            f"(a limit of the protocol, {codes}): a refresh fills {'them' if len(d.get('fields', [])) > 1 else 'it'} in.")
 
 
 def _order(s: Any, h: Any) -> list[str]:
@@ -372,6 +438,7 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
             strangers[x] = free.pop(0) if free else None
     home = [strangers.get(x, x) if isinstance(x, str) and x.startswith("?") else x for x in home]
     if h.scope != "run":
+        _home_turns(hist, home, free, lives, outside)
         # messages without a run id follow their neighbour (before, else after)
         last: str | None = None
         for k, x in enumerate(home):
@@ -395,14 +462,21 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
         if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
             continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
         view = after.run(r)
-        if h.baselines[r].settled_by is None and not (view is not None and view.terminal) and _streaming_at(s.runs[r], exchanges, h.at):
-            continue  # read while the run's stream was still open and the read did not settle it: a moving run
+        open_after = h.baselines[r].settled_by is None and not (view is not None and view.terminal)
+        if open_after and (_streaming_at(s.runs[r], exchanges, h.at) or (view is not None and view.abort is not None)):
+            # read while the run's stream was still open, or while a stop waits
+            # for its confirmation (R9.1), and the read did not settle it: a
+            # snapshot of a moving run; the Core keeps its live messages (R8.3)
+            continue
         seen = [m for m, x in zip(hist, home) if x == r]
         live = lives[r]
         if not live and not seen:
             continue
         pairs = pair_run(live, seen, by_id)
-        diffs, renamed = diff_pairs(pairs, complete=h.scope != "page")
+        diffs, renamed = diff_pairs(pairs, complete=h.scope != "page", ids=HISTORY_IDS not in getattr(h, "limits", ()))
+        if open_after:
+            for d in diffs:
+                d["run_open"] = True  # the UI keeps the run's live messages while it stays open
         b = h.baselines[r]
         settled = b.settled_by
         if settled is None:
@@ -410,6 +484,60 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
             settled = "read" if view is not None and view.terminal else None
         out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed))
     return out
+
+
+def _home_turns(hist: list[RuntimeMessage], home: list[Any], free: list[str], lives: Mapping[str, list[RuntimeMessage]], outside: object) -> None:
+    """History messages that name no run and no live id (Hermes rows: integer
+    ids, no run) go to runs turn by turn: a user message opens a turn, and
+    the turns are aligned in order with the covered runs no other message
+    went to, by the user's text where it is equal, else by position (the
+    latest turns with the latest runs before the first equal one, in order
+    after it).  Turns before the first aligned one are the session's earlier
+    history, outside this comparison; other unaligned ones follow their
+    neighbour (extra in history)."""
+    import difflib
+
+    turns: list[list[int]] = []
+    current: list[int] | None = None
+    for k, m in enumerate(hist):
+        if home[k] is not None or m.run_id is not None:
+            current = None  # a message with a home ends the turn
+            continue
+        if m.role == "user" or current is None:
+            current = []
+            turns.append(current)
+        current.append(k)
+    if not turns or not free:
+        return
+
+    def user_text(msgs: Sequence[RuntimeMessage]) -> object:
+        for m in msgs:
+            if m.role == "user":
+                return m.text
+        return object()  # no user message: equal to nothing
+
+    a = [user_text(lives.get(r, [])) for r in free]
+    b = [user_text([hist[k] for k in t]) for t in turns]
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    for n, blk in enumerate(difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()):
+        ga, gb = list(range(i, blk.a)), list(range(j, blk.b))
+        if n == 0:  # before the first equal turn: align the latest with the latest
+            size = min(len(ga), len(gb))
+            pairs.extend(zip(ga[len(ga) - size :], gb[len(gb) - size :]))
+        else:
+            pairs.extend(zip(ga, gb))
+        pairs.extend((blk.a + x, blk.b + x) for x in range(blk.size))
+        i, j = blk.a + blk.size, blk.b + blk.size
+    if not pairs:
+        return
+    first = min(t for _, t in pairs)
+    for r, t in pairs:
+        for k in turns[t]:
+            home[k] = free[r]
+    for t in range(first):
+        for k in turns[t]:
+            home[k] = outside
 
 
 def _streaming_at(run: Any, exchanges: Mapping[int, Any] | None, at: float) -> bool:
@@ -425,10 +553,11 @@ def _streaming_at(run: Any, exchanges: Mapping[int, Any] | None, at: float) -> b
 
 
 def comparisons(ctx: Context) -> list[Comparison]:
-    """Every run the live traffic carried against every later history read
-    that covers it (its scope: the session, the run or task, a page),
-    however the run was settled; differences an earlier rejection in the
-    same run explains are set apart (:attr:`Comparison.explained`)."""
+    """Every run the live traffic carried against the first later history
+    read that covers it (its scope: the session, the run or task, a page)
+    after its last live frame, however the run was settled; differences an
+    earlier rejection in the same run explains are set apart
+    (:attr:`Comparison.explained`)."""
     cached = ctx.cache.get("comparisons")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
@@ -439,15 +568,33 @@ def comparisons(ctx: Context) -> list[Comparison]:
     causes = _causes(ctx)
     skips = skip_causes(ctx)
     passive = passive_input_runs(ctx)
+    run_limits: dict[tuple[str | None, str | None], set[str]] = {}
+    for fr in ctx.frames():
+        if fr.limits:
+            run_limits.setdefault((fr.session_id, fr.run_id), set()).update(fr.limits)
     for s in ctx.replay.sessions.values():
+        # (run, where its live baseline ends) -> compared already: a later read
+        # finds the UI showing the earlier read's copy, not the live one
+        compared: set[tuple[str | None, tuple[int, int | None] | None]] = set()
         for h in s.history:
             if h.result is None:
                 continue
             for c in _read_comparisons(s, h, ctx.exchanges):
+                if (c.run_id, c.live_at) in compared:
+                    continue
+                if c.scope != "page":
+                    compared.add((c.run_id, c.live_at))
                 keep = []
                 skipped = skips.get((c.session_id, c.run_id))
                 limit = passive.get((c.session_id, c.run_id))
+                limits = run_limits.get((c.session_id, c.run_id), set())
+                c.live_limits = frozenset(limits)
                 for d in c.diffs:
+                    d, lim = _split_limited(d, limits)
+                    if lim is not None:
+                        c.limited.append(lim)
+                    if d is None:
+                        continue
                     cause = causes.get((c.session_id, c.run_id, d.get("message")))
                     if cause is not None and cause["at"] <= h.at and d["what"] in ("extra in history", "content", "parts", "missing in history"):
                         c.explained.append({**d, "cause": cause})
@@ -472,6 +619,36 @@ def comparisons(ctx: Context) -> list[Comparison]:
     return out
 
 
+#: Live fields a protocol limit leaves empty -> (limit, the code that reports it).
+_LIMITED_FIELDS = {"result": (TOOL_RESULT, "CK306"), "args": (TOOL_ARGS, "CK307")}
+
+
+def _limited_field(key: str, live: Mapping[str, Any], limits: Any) -> bool:
+    """A field the live stream had no way to carry (empty live) on this run."""
+    return key in _LIMITED_FIELDS and _LIMITED_FIELDS[key][0] in limits and live.get(key) is None
+
+
+def _split_limited(d: dict[str, Any], limits: set[str]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Split a content difference into what the backend controls and what a
+    limit of the protocol explains: a tool call's result (CK306) or
+    arguments (CK307) the live stream had no field for, which history has.
+    Returns (the difference left, or None; the limited part, or None)."""
+    if d.get("what") != "content" or not limits:
+        return d, None
+    live = d.get("live", {})
+    limited = [k for k in d.get("fields", []) if _limited_field(k, live, limits)]
+    if not limited:
+        return d, None
+    rest = [k for k in d.get("fields", []) if k not in limited]
+
+    def part(keys: list[str]) -> dict[str, Any]:
+        return {**d, "fields": keys, "live": {k: live.get(k) for k in keys}, "history": {k: d.get("history", {}).get(k) for k in keys}}
+
+    lim = part(limited)
+    lim["limit"] = [{"limit": _LIMITED_FIELDS[k][0], "code": _LIMITED_FIELDS[k][1]} for k in limited]
+    return (part(rest) if rest else None), lim
+
+
 def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: float) -> dict[str, Any] | None:
     """The run's stream that broke mid-run (reset, timeout, client gone) before ``before``: CK103."""
     from .lifecycle import _end_states
@@ -480,9 +657,14 @@ def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: fl
         e = end.exchange
         if end.session_id != session_id or end.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
             continue
+        if not end.subscription and end.rec.stopped_by_close:
+            continue  # the UI's stop, not a break
+        if end.subscription and ctx.settled_later(session_id, run_id) == "fact":
+            continue  # a later subscription carried the run's end (no CK103)
         if (e.ended_at or e.started_at) > before:
             continue
-        return {"code": "CK103", "reason": f"connection broke ({e.end})", "frame": end.last, "at": e.ended_at or e.started_at}
+        return {"code": "CK103", "reason": f"connection broke ({e.end})", "what": f"the connection that broke ({e.end})",
+                "frame": end.last, "at": e.ended_at or e.started_at}
     return None
 
 
@@ -601,6 +783,44 @@ def _limitation_note(ctx: Context) -> str | None:
     return getattr(ctx.protocol, "history_limitation", None)
 
 
+@analyzer("CK207")
+def history_id_limit(ctx: Context) -> Iterator[Finding]:
+    """CK207 (R8.4, R4.3; info, once per trace and route): the protocol's
+    history never carries the ids the live stream used
+    (``AdapterProtocol.history_limits`` names ``history-ids``: Hermes
+    ``/api/sessions/{id}/messages`` rows have integer ids and no run).  A
+    limit of the protocol, not a defect of the backend: live and history
+    are paired by run and position, real content differences stay CK201,
+    and no id difference is reported per run (CK201/CK202).  Stated only
+    where a read covered a run the live stream carried."""
+    from .stream import route_of
+
+    routes: dict[str, list[str]] = {}
+    for c in comparisons(ctx):
+        h = c.history
+        if HISTORY_IDS not in getattr(h, "limits", ()):
+            continue
+        rec = ctx.replay.exchanges.get(h.exchange_index)
+        if rec is None:
+            continue
+        frames = routes.setdefault(route_of(rec), [])
+        ref = frame_ref(h.exchange_index, None)
+        if ref not in frames:
+            frames.append(ref)
+    for route, frames in sorted(routes.items()):
+        yield make_finding(
+            "CK207",
+            session_id=None,
+            run_id=None,
+            frames=frames[:20],
+            message=f"On {route}, {LIMITS[HISTORY_IDS]}. Live and history are compared by run and position "
+            f"(a limit of the {ctx.protocol.name} protocol, not of this backend).",
+            detail={"route": route, "limit": HISTORY_IDS, "reads": len(frames)},
+            keys=[route, HISTORY_IDS],
+            frame_in_fingerprint=False,
+        )
+
+
 @analyzer("CK201")
 def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
     """CK201 (R8.4): a history read differs from what the live stream showed
@@ -608,10 +828,13 @@ def history_not_isomorphic(ctx: Context) -> Iterator[Finding]:
     however the run was settled: a message missing or extra, a message id,
     part id, part type or visible content differs.  The live side is the
     run as the UI had it just before the read.  Messages pair by id first,
-    then by run and position, never by text alone across runs.  Every
-    message of the run is compared, the user's too; a protocol that cannot
-    give the client the server's ids says so in the detail
-    (``history_limitation``).  A difference an earlier rejection in the same
+    then by run and position, never by text alone across runs; history
+    messages that name no run (Hermes rows) go to the runs turn by turn.
+    Every message of the run is compared, the user's too; where the
+    protocol's history cannot carry the live ids (``history-ids``, CK207)
+    only content differences count.  A run is compared with the first read
+    that covers it after its last live frame (a later read finds the UI
+    showing that read's copy).  A difference an earlier rejection in the same
     run explains (output-sealed, terminal-sealed, invalid message) is
     reported on that rejection, not here."""
     for c in comparisons(ctx):

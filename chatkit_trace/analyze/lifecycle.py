@@ -289,7 +289,27 @@ def concluded_routes(ctx: Context) -> dict[str, int]:
     return ctx.cache["concluded_routes"]
 
 
-@analyzer("CK102", "CK104", "CK112", "CK114")
+def _paused_for_client(frames) -> str | None:
+    """The frame where this stream handed its run to the client: the last
+    phase it set was ``awaiting-input`` (the OpenAI tool loop's
+    ``finish_reason: tool_calls``, ADK long-running tools, a Hermes
+    approval request) and nothing after it on the stream changed the phase
+    back.  None when the stream did not end waiting for the client.
+    ``frames``: the stream's frame records (on a subscription, the run's)."""
+    at: str | None = None
+    for fr in frames:
+        for rec in fr.facts:
+            if not rec.result.accepted:
+                continue
+            if rec.fact.kind == "phase":
+                phase = getattr(rec.fact, "phase", None)
+                at = frame_ref(fr.exchange_index, fr.frame_index) if phase == "awaiting-input" else None
+            elif rec.fact.kind in TERMINAL_KINDS:
+                at = None
+    return at
+
+
+@analyzer("CK102", "CK104", "CK112", "CK114", "CK116")
 def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
     Hermes ``done``) arrived with no conclusion before it: the adapter would
@@ -306,13 +326,21 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     without a conclusion and only a later history or status read settled
     their runs: the UI showed them running until then (a run the user
     stopped is CK106's, R9.1: history confirming a stop is the design).
-    A protocol without an end-of-run event (stock ADK) has this on every
-    run, and an adapter that does not decode its protocol's end of run too.
+    A protocol without
+    an end-of-run event (stock ADK) has this on every run, and an adapter
+    that does not decode its protocol's end of run too.
 
-    CK114 (R3.4; warning, per run): the same on a route where other runs
-    *did* end with a terminal event: the protocol has an end of run and the
-    backend did not send it for this run (a backend defect, not a limit of
-    the protocol).
+    CK114 (R3.4; info): the stream ended waiting for the client (its last
+    phase ``awaiting-input``: tool results the client runs, an approval) and
+    the recording holds no later request that continues the run.  That is
+    the protocol working as designed, not a stream without a conclusion: the
+    backend handed the run to the client, so nothing of CK102/CK104/CK112 is
+    said about it.
+
+    CK116 (R3.4; warning, per run): the same as CK112 on a route where other
+    runs *did* end with a terminal event: the protocol has an end of run and
+    the backend did not send it for this run (a backend defect, not a limit
+    of the protocol).
     """
     from .stream import route_of
 
@@ -322,6 +350,25 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
         if _continued_later(ctx, end):
             continue
         settled = ctx.settled_later(end.session_id, end.run_id)
+        if end.subscription:
+            run_frames = [fr for fr in end.rec.frames if fr.run_id == end.run_id and fr.session_id == end.session_id]
+        else:
+            run_frames = end.rec.frames
+        paused = _paused_for_client(run_frames) if e.end == "complete" else None
+        if paused is not None:
+            if settled is None:
+                yield make_finding(
+                    "CK114",
+                    session_id=end.session_id,
+                    run_id=end.run_id,
+                    frames=[paused],
+                    message=f"The stream of run {end.run_id} ended at {paused} waiting for the client (tool results or "
+                    "an answer it must send), and the recording holds no later request that continues the run: the UI "
+                    "shows the run waiting until the client sends it.",
+                    detail={"paused_at": paused, "end": e.end},
+                    keys=[e.index],
+                )
+            continue
         if end.end_marker_frame is not None:
             marker = frame_ref(e.index, end.end_marker_frame)
             yield make_finding(
@@ -364,7 +411,7 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
             for end, how in items:
                 read = _settling_read(ctx, end.session_id, end.run_id)
                 yield make_finding(
-                    "CK114",
+                    "CK116",
                     session_id=end.session_id,
                     run_id=end.run_id,
                     frames=[end.last] + ([read] if read else []),
@@ -417,8 +464,8 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
     it.  Says whether a later resume or history settled the run."""
     for end in _end_states(ctx):
         e = end.exchange
-        if e.end not in ("reset", "timeout", "client-gone", "error"):
-            continue
+        if e.end not in ("reset", "timeout", "client-gone", "error") or (not end.subscription and end.rec.stopped_by_close):
+            continue  # a client leaving a stream whose stop is closing it is the UI's stop (CK115)
         settled = ctx.settled_later(end.session_id, end.run_id)
         if end.subscription and settled == "fact":
             continue  # a later subscription (a reconnect, another tab) carried the run's end: the UI recovered
@@ -447,6 +494,46 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
             detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled,
                     "stream": "subscription" if end.subscription else "direct", **more},
             keys=[e.index],
+        )
+
+
+@analyzer("CK115")
+def stop_by_close_unconfirmed(ctx: Context) -> Iterator[Finding]:
+    """CK115 (R9.1; info, once per trace and route): on a route whose stop
+    is closing the stream (``Route.stop = "close"``: stock ADK, OpenAI chat
+    completions and Responses, the Hermes session chat stream, AG-UI) the
+    client closed a run's stream mid-run, which is the UI's stop, and
+    nothing later settled the run: the protocol has no way to confirm such a
+    stop (no terminal follows a closed stream) and no history read settled
+    it.  A limit of the protocol, not a broken connection (no CK103)."""
+    from .stream import route_of
+
+    routes: dict[str, list] = defaultdict(list)
+    for ex in ctx.exchange_records():
+        if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None:
+            continue
+        view = ctx.run_view(ex.session_id, ex.run_id)
+        if view is not None and view.terminal:
+            continue  # a later read (ADK's INVOCATION_ABORTED) confirmed it
+        routes[route_of(ex)].append(ex)
+    for route, exs in sorted(routes.items()):
+        frames = []
+        for ex in exs:
+            e = ex.exchange
+            ref = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+            if ref not in frames:
+                frames.append(ref)
+        yield make_finding(
+            "CK115",
+            session_id=None,
+            run_id=None,
+            frames=frames[:MAX_FRAMES],
+            message=f"{len(exs)} run(s) on {route} were stopped by closing their stream (the only stop this route has) "
+            "and nothing confirmed the stop: no terminal can follow a closed stream and no history read settled them, "
+            "so the UI shows them running, output sealed, until a refresh (a limit of the protocol, not of this backend).",
+            detail={"route": route, "runs": [f"{ex.session_id}/{ex.run_id}" for ex in exs[:20]], "count": len(exs)},
+            keys=[route],
+            frame_in_fingerprint=False,
         )
 
 
@@ -601,6 +688,31 @@ def work_item_without_id(ctx: Context) -> Iterator[Finding]:
     yield from reason_finding("CK109", "missing-work-item-id", "{n} work item(s) had no id (missing-work-item-id).", ctx)
 
 
+#: What the UI does when a request of this capability fails at the HTTP level (R2.2).
+_UI_ON_FAILURE = {
+    "run": "the UI shows a send error and removes the user's message (the run was never accepted)",
+    "regenerate": "the UI shows an error and puts the replaced answer back",
+    "edit": "the UI shows an error and puts the replaced turn back",
+    "resume": "the run stays disconnected until a refresh settles it",
+    "history": "the refresh fails and the UI keeps what it showed",
+    "subscribe": "the UI receives nothing on this subscription",
+}
+
+
+def _error_text(e) -> str | None:
+    """The server's error message in a failed response's JSON body, if any."""
+    try:
+        doc = e.response_json()
+    except Exception:  # noqa: BLE001 - not JSON
+        return None
+    err = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message")
+    if isinstance(doc, dict) and err is None:
+        err = doc.get("message") or doc.get("detail")
+    return err.strip() if isinstance(err, str) and err.strip() else None
+
+
 @analyzer("CK110")
 def http_failure(ctx: Context) -> Iterator[Finding]:
     """CK110 (R2.2): a run, resume or history request failed at the HTTP
@@ -611,12 +723,17 @@ def http_failure(ctx: Context) -> Iterator[Finding]:
         if e.capability not in ("run", "regenerate", "edit", "resume", "history", "subscribe") or not e.failed:
             continue
         what = f"HTTP {e.status}" if e.status is not None else f"no response ({e.error or e.end or 'connection failed'})"
+        said = _error_text(e)
+        if said:
+            what += f": “{clip(said, 120)}”"
         yield make_finding(
             "CK110",
             session_id=ex.session_id,
             run_id=ex.run_id,
             frames=[frame_ref(e.index, None)],
-            message=f"The {e.capability} request {e.method} {e.path} did not complete ({what}).",
+            message=f"The {e.capability} request {e.method} {e.path} did not complete ({what}): "
+            + ("the run this request continued gets no answer and stays open." if ex.dispatch == "continued"
+               else f"{_UI_ON_FAILURE[e.capability]}."),
             detail={"status": e.status, "error": e.error, "capability": e.capability},
             keys=[e.index],
         )

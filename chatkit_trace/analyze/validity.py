@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 
 import json
 
-from ..adapters import LIMITS, TOOL_RESULT, fallback_sent
+from ..adapters import LIMITS, TOOL_ARGS, TOOL_RESULT, fallback_sent
 from ..core import ABSENT, BUILTIN_DATA_KINDS, DataPart, FailedFact, MessageFact, RunError, ToolCallPart, thaw, to_run_error
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
@@ -216,26 +216,38 @@ def protocol_limits(ctx: Context) -> Iterator[Finding]:
     Hermes ``tool.completed`` has no result).  A limit of the protocol, not a
     defect of the backend: the adapter models the traffic consistently and
     this says what it costs the user, never per run."""
-    routes: dict[tuple[str, str], list[str]] = {}
+    yield from _limit_findings(ctx, "CK306", TOOL_RESULT)
+
+
+@analyzer("CK307")
+def tool_args_limit(ctx: Context) -> Iterator[Finding]:
+    """CK307 (R6.1; info, once per trace and route): the protocol has no
+    field for a tool call's arguments (``AdapterProtocol.event_limits``
+    ``tool-args``: Hermes ``/v1/runs`` ``tool.started`` carries only the
+    tool's name and a preview).  The UI shows the call without arguments; a
+    history that has them fills them in, which is no live/history
+    difference (CK201)."""
+    yield from _limit_findings(ctx, "CK307", TOOL_ARGS)
+
+
+def _limit_findings(ctx: Context, code: str, wanted: str) -> Iterator[Finding]:
+    routes: dict[str, list[str]] = {}
     for fr in ctx.frames():
-        if not fr.limits:
-            continue
+        if wanted not in fr.limits:
+            continue  # another limit is another code (codes never change meaning)
         rec = ctx.replay.exchanges.get(fr.exchange_index)
         if rec is None:
             continue
-        for limit in fr.limits:
-            if limit != TOOL_RESULT:
-                continue  # another limit is another code (codes never change meaning)
-            routes.setdefault((route_of(rec), limit), []).append(frame_ref(fr.exchange_index, fr.frame_index))
-    for (route, limit), frames in sorted(routes.items()):
-        cost = LIMITS.get(limit, limit)
+        routes.setdefault(route_of(rec), []).append(frame_ref(fr.exchange_index, fr.frame_index))
+    for route, frames in sorted(routes.items()):
+        cost = LIMITS.get(wanted, wanted)
         yield make_finding(
-            "CK306",
+            code,
             session_id=None,
             run_id=None,
             frames=frames[:20],
             message=f"On {route}, {cost} (a limit of the {ctx.protocol.name} protocol, not of this backend).",
-            detail={"route": route, "limit": limit, "events": len(frames)},
-            keys=[route, limit],
+            detail={"route": route, "limit": wanted, "events": len(frames)},
+            keys=[route, wanted],
             frame_in_fingerprint=False,
         )

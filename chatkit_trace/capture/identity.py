@@ -207,6 +207,8 @@ class Match:
     streams_only: bool = False
     #: What a history/status read covers (``session``, ``run``, ``page``); None for other routes.
     scope: str | None = None
+    #: ``close``: closing this run stream is the UI's stop (``Route.stop``).
+    stop: str | None = None
     pending_response: frozenset[str] = _NOTHING
     pending_events: frozenset[str] = _NOTHING
     plan: IdPlan = field(default=_EMPTY_PLAN, compare=False, repr=False)
@@ -479,6 +481,8 @@ def apply_match(exchange: Exchange, match: Match | None) -> None:
         note["route_name"] = match.route
     if match.scope:
         note["scope"] = match.scope
+    if match.stop:
+        note["stop"] = match.stop
     if match.session_id_source:
         note["session_source"] = match.session_id_source
     unresolved = sorted(f for f in match.pending if match.get(f) is None)

@@ -352,6 +352,13 @@ class Route(BaseModel):
     #: Client messages that are chatkit commands (a shared socket: ``run``,
     #: ``abort``, ``resubscribe``, ``history``); only on a ``subscribe`` route.
     messages: list[MessageRule] = Field(default_factory=list)
+    #: How the UI stops a run streamed on this route: ``close`` when closing
+    #: the stream is the stop (the protocol has no stop request: stock ADK
+    #: ``/run_sse``, OpenAI chat completions and Responses streams, the Hermes
+    #: session chat stream, AG-UI).  A client that leaves such a stream
+    #: mid-run is then the UI's stop, not a broken connection.  None: the
+    #: profile's ``abort`` route stops runs.
+    stop: Literal["close"] | None = None
     description: str | None = None
 
     @field_validator("session", "run", "cursor", "target", mode="before")
@@ -415,6 +422,8 @@ class Route(BaseModel):
         if self.messages and self.capability != "subscribe":
             raise ValueError(f"messages: only a subscribe route (a socket) takes client messages as commands "
                              f"(this one is {self.capability!r})")
+        if self.stop is not None and self.capability not in ("run", "regenerate", "edit", "resume"):
+            raise ValueError(f"stop: only a route that streams a run can be stopped by closing it (this one is {self.capability!r})")
         return self
 
     @property
@@ -715,6 +724,7 @@ class _Compiled:
     name: str | None
     streams_only: bool
     scope: str | None
+    stop: str | None
     #: id fields with response / events sources.
     later_response: frozenset[str]
     later_events: frozenset[str]
@@ -759,6 +769,7 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         name=r.name,
         streams_only=r.streams_only,
         scope=r.read_scope,
+        stop=r.stop,
         later_response=frozenset(f for f in ID_FIELDS if any(s.kind == "response" for s in plan.sources(f))),
         # On a subscription (a socket) the run is per event, never the exchange's.
         later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))
@@ -930,6 +941,7 @@ class _Matcher:
             route=c.name,
             streams_only=c.streams_only,
             scope=c.scope,
+            stop=c.stop,
             pending_response=frozenset(pend_r),
             pending_events=frozenset(pend_e),
             plan=c.plan,

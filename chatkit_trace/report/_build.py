@@ -538,7 +538,7 @@ class _Builder:
         """Every run against every later read that covers it: ``diff``'s and
         the viewer's comparison (``analyze.identity.comparisons``), their
         cells and sentences."""
-        from ..analyze.identity import comparisons, describe
+        from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence
         from ..viewer.diff import _cells
 
         ctx = Context(rep, {e.index: e for e in exchanges}, self.adapter)
@@ -552,10 +552,13 @@ class _Builder:
                     "label": c.baseline,
                     "title": c.title,
                     "rows": [
-                        [_cells(p.live, p.history, "(missing)"), _cells(p.history, p.live, "(missing)")] for p in c.pairs
+                        [_cells(p.live, p.history, "(missing)", c), _cells(p.history, p.live, "(missing)", c, live=False)]
+                        for p in c.pairs
                     ],
                     "diffs": [describe(d) for d in c.diffs],
-                    "explained": [f"{describe(d)} (reported as {d['cause']['code']})" for d in c.explained],
+                    "explained": [f"{describe(d)} {cause_sentence(d['cause'])}" for d in c.explained],
+                    "limited": [limit_sentence(d) for d in c.limited],
+                    "verdict": c.verdict,
                     "error": c.history.error,
                 }
             )

@@ -21,7 +21,8 @@ failure) and ``slow`` (streams until stopped); ``regenerate`` and
 ``history`` checks also run whenever the adapter has the capability).  A
 scenario whose capability is not declared is skipped with a line saying so
 (``slow`` needs ``abort``, or ``stop="close"`` for a protocol whose stop is
-closing the stream).
+closing the stream); ``run_adapter_conformance(..., undeclared="omit")``
+defines no test for an undeclared ``regenerate``/``history`` instead.
 
 Each check is one assertion whose message starts with the rule it enforces:
 
@@ -597,12 +598,24 @@ def _make_skip(kind: str, reason: str) -> Callable[[], None]:
     return test
 
 
+#: What :func:`run_adapter_conformance` does with a scenario the harness does
+#: not declare: ``skip`` (a skipped test whose reason says what to declare) or
+#: ``omit`` (no test at all).
+UNDECLARED = ("skip", "omit")
+
+
 def run_adapter_conformance(
-    name: str, harness: ConformanceHarness, namespace: dict[str, Any] | None = None
+    name: str, harness: ConformanceHarness, namespace: dict[str, Any] | None = None, *, undeclared: str = "skip"
 ) -> list[str]:
     """Define one pytest test per scenario in the caller's module; returns the
     names of the scenarios that run.  A scenario whose capability is not
-    declared is defined as a skipped test whose reason says so."""
+    declared (``regenerate``, ``history`` not in ``capabilities``) is defined
+    as a skipped test whose reason says what to declare, or, with
+    ``undeclared="omit"``, not defined at all: a suite whose backend cannot
+    offer the scenario (it cannot truncate a session, it has no history)
+    then has no test that can only be skipped."""
+    if undeclared not in UNDECLARED:
+        raise ValueError(f"undeclared must be one of {', '.join(UNDECLARED)}, not {undeclared!r}")
     ns = namespace if namespace is not None else sys._getframe(1).f_globals
     slug = re.sub(r"\W+", "_", name).strip("_").lower() or "adapter"
     names = []
@@ -611,6 +624,8 @@ def run_adapter_conformance(
         if kind in _scenarios_for(harness):
             test = _make_test(harness, kind)
             names.append(test_name)
+        elif undeclared == "omit":
+            continue
         else:
             test = _make_skip(kind, skip_reason(harness, kind) or "not declared")
         test.__name__ = test_name

@@ -462,12 +462,47 @@ def test_a_failure_without_text_shows_a_fallback_that_keeps_what_was_sent(sent) 
 
 
 def test_tool_completed_is_a_limit_of_the_protocol() -> None:
-    """tool.completed carries no result: the part is completed with an empty
-    result (not absent, which reads as running) and the event names the limit."""
+    """tool.completed carries no result (completed or failed): the part is
+    completed with an empty result (not absent, which reads as running) and
+    the event names the limit; /v1/runs tool.started carries no arguments."""
     proto = HermesProtocol()
     assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": False}) == ("tool-result",)
-    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": True}) == ()
-    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool": "todo"}) == ()
+    assert proto.event_limits({"event": "tool.completed", "run_id": "r", "tool": "todo", "error": True}) == ("tool-result",)
+    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool": "todo", "preview": "p"}) == ("tool-args",)
+    # the session chat stream's tool.started has the arguments
+    assert proto.event_limits({"event": "tool.started", "run_id": "r", "tool_name": "todo", "args": {"a": 1}}) == ()
+    assert proto.event_limits({"event": "message.delta", "run_id": "r", "delta": "x"}) == ()
+
+
+@pytest.mark.parametrize(
+    "name, result, failed",
+    [
+        ("read_file", '{"content": "", "error": "File not found: /x"}', True),
+        ("todo", '{"todos": [], "summary": {"total": 0}}', False),
+        ("memory", '{"success": false, "error": "Memory at 2200/2200 chars, would exceed the limit"}', True),
+        ("terminal", '{"output": "", "exit_code": 2}', True),
+        ("terminal", '{"output": "ok", "exit_code": 0, "error": null}', False),
+        ("write_file", '{"bytes_written": 10, "path": "a"}', False),
+        ("web_search", "Error: rate limited", True),
+        ("web_search", "plain text answer", False),
+    ],
+)
+def test_history_tool_rows_fail_by_hermes_own_rule(name, result, failed) -> None:
+    """History rows carry no error flag: a tool row is failed when Hermes' own
+    rule (the one behind tool.completed's ``error``) calls its result a failure."""
+    from chatkit_trace.adapters.hermes import tool_failed
+
+    assert tool_failed(name, result) is failed
+    rows = [
+        {"id": 1, "role": "user", "content": "go"},
+        {"id": 2, "role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"id": 3, "role": "tool", "content": result, "tool_call_id": "call_1", "tool_name": name},
+    ]
+    [_, answer] = HermesProtocol().decode_history({"object": "list", "data": rows}, "s").messages
+    [part] = answer.parts
+    assert part.status == ("failed" if failed else "completed") and part.result == result
+    assert (part.error == RunError("tool_error", f"tool {name} reported an error")) is failed
 
 
 def test_event_known() -> None:
@@ -492,3 +527,43 @@ def test_two_subscribers_split_the_run() -> None:
     snap = HermesProtocol().decode_status(json.loads(load("runs_two_subscribers.status.json")))
     assert a.core.calibrate_run(run_id=a.run_id, status=snap.status).accepted
     assert a.status == "interrupted"
+
+
+def test_session_transcript_with_a_tool_the_live_events_never_showed() -> None:
+    """A call to a tool that does not exist: Hermes sends no tool events live,
+    the answer's text arrives as one segment, and run.completed's transcript
+    (the same rows history stores) holds the call: the answer is rebuilt from
+    it, so live and history show the same parts (real hermes-agent 0.19)."""
+    rid, mid, call = "run_4a22", "msg_1009", "call_fakeb9331b887aa6"
+    said = "Got 1 tool result(s). Tool 'no_such_tool' does not exist. Avai"
+
+    def ev(name: str, **kw: Any) -> dict[str, Any]:
+        return {"event": name, "session_id": SESSION, "run_id": rid, **kw}
+
+    rows = [
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [{"id": call, "type": "function", "function": {
+            "name": "no_such_tool", "arguments": '{"path": "/nonexistent/dir/missing.txt"}'}}]},
+        {"role": "tool", "content": "Tool 'no_such_tool' does not exist. Available tools: todo", "tool_call_id": call},
+        {"role": "assistant", "content": said},
+    ]
+    values = [
+        ev("run.started", user_message={"role": "user", "content": "Bad tool."}),
+        ev("message.started", message={"id": mid, "role": "assistant"}),
+        ev("assistant.delta", message_id=mid, delta="Let me look."),
+        ev("tool.progress", message_id=mid, tool_name="_thinking", delta="Let me look."),
+        ev("assistant.delta", message_id=mid, delta=said),
+        ev("assistant.completed", message_id=mid, content=said, completed=True),
+        ev("run.completed", message_id=mid, completed=True, messages=rows),
+        ev("done"),
+    ]
+    d = decode(values, input="Bad tool.")
+    assert d.status == "completed" and not d.violations
+    [_, answer] = d.core.snapshot.messages
+    assert [(p.id, p.type) for p in answer.parts] == [("text:0", "text"), ("tool:0", "tool-call"), ("text:1", "text")]
+    assert answer.parts[0].text == "Let me look." and answer.parts[2].text == said
+    hist = HermesProtocol().decode_history(
+        {"data": [{"id": 23, "role": "user", "content": "Bad tool."}, *[{"id": 24 + i, **r} for i, r in enumerate(rows)]]}, SESSION
+    )
+    [_, stored] = hist.messages
+    assert [(p.id, p.type) for p in stored.parts] == [(p.id, p.type) for p in answer.parts]
+    assert [getattr(p, "status", None) for p in stored.parts] == [getattr(p, "status", None) for p in answer.parts]

@@ -212,7 +212,7 @@ def session_adapter(kind: str) -> Any:
 RUNS = ConformanceHarness(
     create_adapter=runs_adapter, make_input=lambda text: text, capabilities={"regenerate": True}
 )
-run_adapter_conformance("hermes", RUNS)
+run_adapter_conformance("hermes", RUNS, undeclared="omit")  # history: asserted below as the expected R8.4 failure
 
 
 def test_history_refresh_is_not_isomorphic_by_design() -> None:

@@ -263,7 +263,7 @@ def test_tool_calls_finish_is_not_a_conclusion():
     s.decoder._state[RUN] = state  # watch the run's decode state
     s.feed(sse_values(capture("tool.turn1.sse")))
     assert s.view.status == "running"
-    assert s.view.phase == "tool"
+    assert s.view.phase == "awaiting-input"  # the client runs the tools (tool loop)
     assert state["done"] is True
     assert len(state["awaiting_tools"]) == 1
 
@@ -499,7 +499,7 @@ def test_tool_fragments_are_keyed_by_choice_and_index():
     assert tools["a"].args == {"x": 1} and tools["a"].tool_name == "f"
     assert tools["b"].args == {"y": 2} and tools["b"].tool_name == "g"
     assert tools["zz"].tool_name == "other"  # choice 1, index 0: a different call
-    assert s.view.status == "running" and s.view.phase == "tool"
+    assert s.view.status == "running" and s.view.phase == "awaiting-input"
     assert set(state["awaiting_tools"]) == {"a", "b", "zz"}
     assert not s.violations
 
@@ -905,7 +905,7 @@ def test_responses_tool_loop_and_server_run_tools():
         {"type": "response.completed", "response": {"id": "resp_1", "status": "completed"}},
     ]
     s = Session().feed(events)
-    assert s.view.status == "running" and s.view.phase == "tool"
+    assert s.view.status == "running" and s.view.phase == "awaiting-input"
     assert s.answer.parts[0].args == {"a": 1}
     s.feed(
         [

@@ -8,6 +8,8 @@ A case::
          "status": 200, "end": "complete", "request": {...}, "spacing": 0.01,
          "sse": [{"id": "e0", "data": {...}}, {"data": "[DONE]"}, {"raw": "data: {x\\n\\n"}]},
         {"capability": "history", "session": "s1", "t": 5, "json": {...}}],
+     (an exchange's ``identity`` is what its profile route recorded, e.g.
+      ``{"stop": "close"}``)
      "expect": ["CK101"], "decisive": {"CK101": "0:4"}}
 
 ``sse`` items become real SSE bytes parsed by the wire layer; ``at`` on an
@@ -63,6 +65,7 @@ def build_exchange(index: int, spec: dict[str, Any]) -> Exchange:
         run_id=spec.get("run"),
         cursor=spec.get("cursor"),
         target_run_id=spec.get("target"),
+        notes={"identity": spec["identity"]} if "identity" in spec else {},
     )
     if "sse" in spec:
         parser = SSEParser()

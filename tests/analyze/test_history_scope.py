@@ -238,3 +238,153 @@ def test_myproto_lost_output_after_terminal_is_one_finding():
     assert codes(findings) == ["CK101"]
     [f] = [f for f in findings if f.code == "CK101"]
     assert "History read 1 holds what the UI dropped" in f.message
+
+
+# -- protocol limits and stops on the real wire (issue f1) ----------------------------------
+
+
+def corpus_comps(name: str):
+    from chatkit_trace.pipeline import replay
+
+    from .corpus import CORPUS, load_case
+
+    _, exchanges, adapter = load_case(CORPUS / f"{name}.json")
+    rep = replay(exchanges, adapter)
+    return comparisons(Context(rep, {e.index: e for e in exchanges}, adapter))
+
+
+def test_hermes_turns_pair_with_their_runs_by_position_without_id_differences():
+    cs = corpus_comps("CK207-hermes")
+    # each run once: the second read does not compare run 1 again (the UI shows read 1's copy by then)
+    assert [(c.run_id, c.read) for c in cs] == [("run_aaaa1111", 1), ("run_bbbb2222", 3)]
+    for c in cs:
+        assert c.ids_limited and c.diffs == [] and c.renamed == [] and c.limited == []
+        assert [p.how for p in c.pairs] == ["position", "position"]
+        assert c.verdict.startswith("isomorphic: same types and content (history cannot carry the live ids: CK207)")
+    # the session's earlier turn (rows 1, 2) belongs to no recorded run
+    assert [m.id for m in cs[0].seen] == ["user:3", "assistant:4"]
+    assert [m.id for m in cs[1].seen] == ["user:5", "assistant:6"]
+
+
+def test_hermes_content_differences_stay_ck201_per_run():
+    cs = corpus_comps("CK201-hermes-content")
+    by_run = {c.run_id: [d["what"] for d in c.diffs] for c in cs}
+    assert by_run == {"run_aaaa1111": ["content"], "run_bbbb2222": ["missing in history"]}
+    assert all(c.renamed == [] for c in cs)
+
+
+def hermes_runs_tool_calls() -> list[Call]:
+    sid, rid = "api_1796026523_1ca95617", "run_0123456789abcdef0123456789abcdef"
+    ev = lambda name, **kw: {"event": name, "run_id": rid, "timestamp": 1796026523.5, **kw}  # noqa: E731
+    result = '{"todos": [{"id": "1", "content": "check", "status": "pending"}]}'
+    rows = [
+        {"id": 1, "role": "user", "content": "Plan. scenario:tool"},
+        {"id": 2, "role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "todo", "arguments": '{"todos": []}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}]},
+        {"id": 3, "role": "tool", "content": result, "tool_call_id": "call_1", "tool_name": "todo"},
+        {"id": 4, "role": "tool", "content": '{"content": "", "error": "File not found: x"}', "tool_call_id": "call_2", "tool_name": "read_file"},
+        {"id": 5, "role": "assistant", "content": "Done."},
+    ]
+    return [
+        Call("POST", "/v1/runs", {"input": "Plan. scenario:tool", "session_id": sid}, json={"run_id": rid, "status": "started"}, status=202),
+        Call("GET", f"/v1/runs/{rid}/events", sse=[
+            ev("tool.started", tool="todo", preview="planning"), ev("tool.started", tool="read_file", preview="x"),
+            ev("tool.completed", tool="todo", duration=0.0, error=False),
+            ev("tool.completed", tool="read_file", duration=0.0, error=True),
+            ev("message.delta", delta="\n\nDone."), ev("run.completed", output="Done."),
+        ], t=0.1),
+        Call("GET", f"/api/sessions/{sid}/messages", json={"object": "list", "session_id": sid, "data": rows}, t=1.0),
+    ]
+
+
+def test_hermes_tool_fields_the_live_stream_cannot_carry_are_limits_not_differences():
+    [c] = comps(hermes_runs_tool_calls(), "hermes")
+    assert c.diffs == [] and c.renamed == []
+    got = {(d["part"], tuple(d["fields"]), tuple(x["code"] for x in d["limit"])) for d in c.limited}
+    assert got == {("tool:0", ("args", "result"), ("CK307", "CK306")), ("tool:1", ("args", "result"), ("CK307", "CK306"))}
+    # the failed call is failed on both sides (history by Hermes' own failure rule)
+    [answer] = [m for m in c.seen if m.role == "assistant"]
+    assert [p.status for p in answer.parts if p.type == "tool-call"] == ["completed", "failed"]
+    _, findings = run(hermes_runs_tool_calls(), "hermes")
+    assert codes(findings) == ["CK207", "CK306", "CK307"]
+
+
+def test_hermes_history_that_changed_a_tool_status_is_still_ck201():
+    calls = hermes_runs_tool_calls()
+    calls[-1].json["data"][3]["content"] = '{"content": "ok"}'  # history says the read succeeded
+    [c] = comps(calls, "hermes")
+    [d] = c.diffs
+    assert d["what"] == "content" and d["fields"] == ["error", "status"] and d["part"] == "tool:1"
+
+
+def test_adk_stop_by_closing_the_stream_is_no_broken_connection():
+    """stock ADK: the client closes /run_sse (the UI's stop); history confirms it
+    (INVOCATION_ABORTED) and lacks the partial answer the UI showed."""
+    rep, findings = run(capture_calls("slow", "adk"), "adk")
+    assert codes(findings) == ["CK201"]
+    [f] = findings_of(findings, "CK201")
+    assert "is missing in history: a refresh removes it" in f.message
+    [s] = rep.sessions.values()
+    [view] = s.core.snapshot.runs
+    assert view.status == "interrupted" and view.abort is not None and view.abort.remote == "confirmed"
+    [ex] = [e for e in rep.exchanges.values() if e.exchange.capability == "run"]
+    assert ex.stopped_by_close
+
+
+def test_openai_stop_by_closing_the_stream_is_one_info_for_the_route():
+    rep, findings = run(capture_calls("slow_stop", "openai"), "openai")
+    assert codes(findings) == ["CK115"]
+    [f] = findings_of(findings, "CK115")
+    assert f.severity == "info" and (f.session_id, f.run_id) == (None, None)
+    assert "POST /v1/chat/completions" in f.message and "a limit of the protocol" in f.message
+    [s] = rep.sessions.values()
+    [view] = s.core.snapshot.runs
+    assert view.status == "running" and view.abort.remote == "accepted" and view.abort.output_sealed
+
+
+def test_a_client_leaving_a_stream_with_a_stop_endpoint_is_still_ck103():
+    """Hermes /v1/runs has POST …/stop: leaving its events stream is no stop."""
+    post, events = capture_calls("runs_stop", "hermes")[:2]  # no stop request, no status read
+    assert events.path.endswith("/events")
+    events.end = "client-gone"
+    events.raw = b"".join(block + b"\n\n" for block in events.raw.split(b"\n\n")[:3])
+    calls = [post, events]
+    _, findings = run(calls, "hermes")
+    assert "CK103" in codes(findings) and "CK115" not in codes(findings)
+
+
+@pytest.mark.parametrize("name", ["responses_tool"])
+def test_a_response_that_asks_the_client_for_tool_results_is_no_missing_conclusion(name):
+    rep, findings = run(capture_calls(name, "openai"), "openai")
+    assert codes(findings) == ["CK114"]
+    [s] = rep.sessions.values()
+    [view] = s.core.snapshot.runs
+    assert view.status == "running" and view.phase == "awaiting-input"
+
+
+def test_the_tool_loop_continued_is_clean():
+    _, findings = run(capture_calls("tool", "openai"), "openai")
+    assert codes(findings) == []
+
+
+def findings_of(findings, code):
+    return [f for f in findings if f.code == code]
+
+
+def test_diff_viewer_and_report_mark_only_what_the_comparison_counts():
+    """ids history cannot carry (CK207) and tool fields the live stream could
+    not carry (CK306/CK307) are not marked as differences; a real one is."""
+    from chatkit_trace.diffcmd import _rows
+    from viewer.diff import _cells
+
+    def marked(c):
+        cells = [t for p in c.pairs for t in (_cells(p.live, p.history, "-", c) + _cells(p.history, p.live, "-", c, live=False))]
+        return any(d for _, _, d in _rows(c, None)), any(tone == "error" for _, tone in cells)
+
+    for c in corpus_comps("CK207-hermes") + comps(hermes_runs_tool_calls(), "hermes"):
+        assert marked(c) == (False, False), c.run_id
+    calls = hermes_runs_tool_calls()
+    calls[-1].json["data"][-1]["content"] = "Not done."
+    [c] = comps(calls, "hermes")
+    assert marked(c) == (True, True)

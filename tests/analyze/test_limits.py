@@ -10,7 +10,7 @@ from .corpus import CORPUS, load_case
 
 
 def test_a_protocol_limit_is_one_info_per_route_never_a_warning_per_run():
-    _, exchanges, adapter = load_case(CORPUS / "CK306-hermes.json")
+    _, exchanges, adapter = load_case(CORPUS / "CK306-CK307-hermes.json")
     rep, findings = analyze(exchanges, adapter)
     limits = [f for f in findings if f.code == "CK306"]
     assert len(limits) == 1 and limits[0].severity == "info"

@@ -71,3 +71,21 @@ def test_a_resume_of_a_settled_run_that_only_replays_is_not_lost_output():
         exchanges = [build_exchange(0, run), build_exchange(1, resume)]
         _, findings = analyze(exchanges, adapter)
         assert [f.code for f in findings if f.severity != "info"] == expected
+
+
+def test_route_infos_are_one_finding_per_trace_and_route_across_sessions(tmp_path):
+    """CK115 (and CK112, CK207, CK306, CK307) are "once per trace and route":
+    analysed session by session, two sessions' stops on one route are one
+    finding counting both runs, as when the trace is analysed whole."""
+    store = TraceStore(tmp_path / "t.db", create=True)
+    _, exchanges, adapter = load_case(CORPUS / "CK115-openai-stop-by-close.json")
+    assert len({ex.session_id for ex in exchanges}) == 2
+    for ex in exchanges:
+        store.add_exchange(ex)
+    per_session, counts = analyze_store(store, adapter)
+    _, whole = analyze(exchanges, adapter)
+    assert counts["sessions"] == 2
+    for found in (per_session, whole):
+        [f] = [x for x in found if x.code == "CK115"]
+        assert f.detail["count"] == 2 and f.message.startswith("2 run(s) on POST /v1/chat/completions")
+        assert f.frames == ["0:2", "1:1"]

@@ -32,7 +32,7 @@ EXPECTED = {
     ("sess-a", "a-r1"): set(),
     ("sess-b", "b-r1"): {"CK101"},
     ("sess-a", "a-r2"): {"CK201", "CK202"},
-    ("sess-b", "b-r2"): {"CK114"},
+    ("sess-b", "b-r2"): {"CK116"},
     ("sess-a", "a-r3"): {"CK107"},
     ("sess-b", "b-r3"): set(),
     ("sess-a", "a-r4"): {"CK102"},

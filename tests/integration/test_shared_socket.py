@@ -100,7 +100,7 @@ async def test_a_shared_socket_is_judged_per_session_and_run(backend: SharedSock
     for sid, run in EXPECTED:
         line = next(x for x in out.splitlines() if f"chatkit-trace: session {sid} run {run}: " in x)
         assert sorted(c for c in EXPECTED[(sid, run)]) == sorted(
-            c for c in ("CK101", "CK102", "CK103", "CK107", "CK114", "CK201", "CK202") if c in line), line
+            c for c in ("CK101", "CK102", "CK103", "CK107", "CK116", "CK201", "CK202") if c in line), line
         assert "CK501" not in line
     with TraceStore(db, readonly=True) as s:
         rows = {(r["exchange_id"], r["idx"]): r["session_id"] for r in s.rows("frame_results")}
@@ -175,7 +175,7 @@ def test_a_recording_from_before_issue_20_is_judged_per_session():
     got = _verdicts(findings)
     assert "CK101" in got[("sess-b", "b-r1")]  # late
     assert "CK202" in got[("sess-a", "a-r2")]  # remint
-    assert got[("sess-b", "b-r2")] & {"CK114"} and got[("sess-a", "a-r4")] == {"CK102"}  # noend
+    assert got[("sess-b", "b-r2")] & {"CK116"} and got[("sess-a", "a-r4")] == {"CK102"}  # noend
     assert got[("sess-c", "c-r1")] == {"CK103"}  # the dropped socket
     assert all(sid == named for _, _, sid, named in placed)
     # without run messages its runs are the backend's (passive): their questions are the protocol's limit, once

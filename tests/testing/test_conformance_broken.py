@@ -285,3 +285,17 @@ def test_undeclared_optional_scenarios_are_skipped_tests_with_their_reason():
     assert names == [f"test_conformance_mine_{k}" for k in ("text", "tool", "fail", "slow")]
     with pytest.raises(pytest.skip.Exception, match="regenerate: regenerate is not declared"):
         ns["test_conformance_mine_regenerate"]()
+
+
+def test_undeclared_optional_scenarios_can_be_left_out():
+    """A suite whose backend cannot offer regenerate/history defines no test for them (no skip to count)."""
+    from chatkit_trace.testing import run_adapter_conformance
+
+    ns: dict = {}
+    h = harness()
+    h.capabilities = {}
+    names = run_adapter_conformance("mine", h, ns, undeclared="omit")
+    assert names == [f"test_conformance_mine_{k}" for k in ("text", "tool", "fail", "slow")]
+    assert sorted(ns) == sorted(names)
+    with pytest.raises(ValueError, match="undeclared must be one of skip, omit"):
+        run_adapter_conformance("mine", h, {}, undeclared="hide")

@@ -795,9 +795,10 @@
       }
       table.append(tb);
       const diffs = c.diffs.length ? el('ul', {}, ...c.diffs.map((d) => el('li', { class: 'tone-error', text: d })))
-        : el('p', { class: 'tone-ok', text: (c.explained || []).length ? 'no difference of its own' : 'isomorphic: same ids, types and content' });
+        : el('p', { class: 'tone-ok', text: (c.explained || []).length ? 'no difference of its own' : (c.verdict || 'isomorphic: same ids, types and content') });
       const explained = (c.explained || []).length ? el('ul', {}, ...c.explained.map((d) => el('li', { class: 'muted', text: d }))) : null;
-      return el('div', { class: 'cmp' }, table, diffs, explained, c.error ? el('p', { class: 'tone-error', text: c.error }) : null);
+      const limited = (c.limited || []).length ? el('ul', {}, ...c.limited.map((d) => el('li', { class: 'muted', text: d }))) : null;
+      return el('div', { class: 'cmp' }, table, diffs, explained, limited, c.error ? el('p', { class: 'tone-error', text: c.error }) : null);
     }));
   }
 
