@@ -269,20 +269,27 @@ def _continued_later(ctx: Context, end: Ending) -> bool:
 
 
 def concluded_routes(ctx: Context) -> dict[str, int]:
-    """Per route (``route_of``): how many runs a terminal event on a stream of
-    that route concluded."""
+    """Per route (``route_of``): how many runs a *completed* event on a stream
+    of that route concluded.  Only a normal end counts as evidence that the
+    protocol has one: stock ADK ends a run that failed with an error event
+    and one that succeeded with nothing."""
     from .stream import route_of
 
     cached = ctx.cache.get("concluded_routes")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
+
+    def completed(sid: str | None, run: str | None) -> bool:
+        view = ctx.run_view(sid, run) if sid is not None and run is not None else None
+        return view is not None and view.status == "completed"
+
     out: dict[str, int] = defaultdict(int)
     for ex in ctx.exchange_records():
         cap = ex.exchange.capability
         if cap == "subscribe":
-            n = sum(1 for r in ex.socket_runs.values() if r.concluded)
+            n = sum(1 for r in ex.socket_runs.values() if r.concluded and completed(r.session_id, r.run_id))
         else:
-            n = int(cap in STREAMING and ex.concluded)
+            n = int(cap in STREAMING and ex.concluded and completed(ex.session_id, ex.run_id))
         if n:
             out[route_of(ex)] += n
     ctx.cache["concluded_routes"] = dict(out)
@@ -338,9 +345,10 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     said about it.
 
     CK116 (R3.4; warning, per run): the same as CK112 on a route where other
-    runs *did* end with a terminal event: the protocol has an end of run and
-    the backend did not send it for this run (a backend defect, not a limit
-    of the protocol).
+    runs of the session *did* end with a completed event: the protocol has a
+    normal end of run and the backend did not send it for this run (a
+    backend defect, not a limit of the protocol).  Failed or interrupted
+    ends do not count (stock ADK sends an error event, never a completion).
     """
     from .stream import route_of
 
@@ -416,8 +424,8 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                     run_id=end.run_id,
                     frames=[end.last] + ([read] if read else []),
                     message=f"Run {end.run_id} got no terminal event on {route}, although {concluded[route]} other run(s) "
-                    f"of this session on this route did: only a later {how} read settled it, so until a refresh the UI "
-                    "shows it running (the backend did not send this run's end).",
+                    f"of this session on this route ended with a completed event: only a later {how} read settled it, so "
+                    "until a refresh the UI shows it running (the backend did not send this run's end).",
                     detail={"route": route, "settled_by": how, "read": read, "concluded_on_route": concluded[route],
                             "end": end.exchange.end},
                     keys=[route, end.index],
