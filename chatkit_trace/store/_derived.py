@@ -159,7 +159,10 @@ def write_replay(store: TraceStore, replay: Replay, *, append: bool = False) -> 
                         "result": _dumps(h.result.to_json()) if h.result is not None else None,
                         "before": _dumps(h.before.to_json()),
                         "after": _dumps(h.after.to_json()),
-                    }
+                    },
+                    # a socket's history reads share its exchange id (the table's key):
+                    # the first is kept; the analysis reads the replay's own records
+                    ignore=getattr(h, "frame_index", None) is not None,
                 )
         if run_rows:
             db["runs"].insert_all(run_rows)

@@ -188,3 +188,29 @@ def test_the_example_profile_ships_with_the_package():
     shipped = {p for pattern in patterns for p in (ROOT / "chatkit_trace" / "examples").glob(pattern)}
     assert ROOT / "chatkit_trace" / "examples" / "shared_socket.toml" in shipped
     assert load_profile("chatkit_trace.examples.shared_socket:SharedSocket").name == "shared-socket"
+
+
+def test_several_history_messages_on_one_socket_are_stored(tmp_path):
+    """Two sessions, two history reads each over one socket: the trace's derived
+    tables are written (a socket's reads share its exchange id)."""
+    from chatkit_trace.analyze import analyze_store
+    from chatkit_trace.store import TraceStore
+
+    SEQ.clear()
+    items: list[tuple[str, Any]] = []
+    for sid in ("s1", "s2"):
+        rid = f"r-{sid}"
+        answer = {"type": "history", "sessionId": sid, "messages": [
+            {"id": f"u-{rid}", "role": "user", "runId": rid, "text": "hi"},
+            {"id": f"m-{rid}", "role": "assistant", "runId": rid, "text": "Hello"}], "runs": [{"id": rid, "status": "completed"}]}
+        items += [out(type="run", sessionId=sid, runId=rid, input={"text": "hi"}), ev(sid, rid, "run.started"),
+                  ev(sid, rid, "text.delta", messageId=f"m-{rid}", delta="Hello"), ev(sid, rid, "run.completed"),
+                  out(type="history", sessionId=sid), ("in", answer), out(type="history", sessionId=sid), ("in", answer)]
+    ex = socket(items)
+    with TraceStore(tmp_path / "t.db", create=True) as store:
+        store.set_meta("protocol", PROFILE.protocol)
+        store.add_exchange(ex)
+        findings, counts = analyze_store(store, adapter(), capabilities=PROFILE.capabilities, write=True)
+        reads = list(store.rows("history_reads"))
+    assert counts["sessions"] == 2 and not [f for f in findings if f.severity != "info"]
+    assert [r["exchange_id"] for r in reads] == [0]
