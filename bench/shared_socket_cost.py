@@ -6,8 +6,8 @@ Writes the same traffic twice with the example shared-socket adapter
 (``chatkit_trace/examples/shared_socket.py``): once as one WebSocket per
 session (the baseline: each session's replay reads its own socket), once as
 one WebSocket that carries every session, interleaved (each session's replay
-reads the whole socket and records its own frames: docs/decisions.md 160).
-Times ``analyze_store`` on each, in this process, best of ``--repeat``, and
+reads the whole socket and records its own frames: docs/decisions.md 172).
+Derives each as ``check`` does (``chatkit_trace.derive.Deriver``), in this process, best of ``--repeat``, and
 reports the ratio to the baseline measured in the same run.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chatkit_trace.analyze import analyze_store  # noqa: E402
 from chatkit_trace.capture import IdentityTracker, apply_match, load_profile, resolve_from_frames  # noqa: E402
+from chatkit_trace.derive import Deriver  # noqa: E402
 from chatkit_trace.store import TraceStore  # noqa: E402
 from chatkit_trace.trace import Exchange  # noqa: E402
 from chatkit_trace.wire import ws_frame  # noqa: E402
@@ -69,7 +69,8 @@ def timed(path: Path, repeat: int) -> tuple[float, int]:
     for _ in range(repeat):
         with TraceStore(path, readonly=True) as store:
             t = time.perf_counter()
-            findings, counts = analyze_store(store, adapter, capabilities=PROFILE.capabilities)
+            result = Deriver(store, adapter, capabilities=PROFILE.capabilities).run()
+            findings, counts = result.findings, result.counts
             best = min(best, time.perf_counter() - t)
             n = counts["frames"]
             assert not [f for f in findings if f.severity != "info"], [f.message for f in findings][:3]

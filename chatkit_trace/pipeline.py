@@ -70,7 +70,6 @@ __all__ = [
     "multiplexed",
     "socket_sessions",
     "split_frames",
-    "split_shared",
     "SCOPES",
     "STREAMING",
     "read_scope",
@@ -1002,26 +1001,6 @@ def socket_sessions(exchange: Exchange, adapter: Adapter) -> list[str]:
     if exchange.capability != "subscribe":
         return [exchange.session_id or DEFAULT_SESSION]
     return list(split_frames(exchange, adapter))
-
-
-def split_shared(exchanges: Iterable[Exchange], adapter: Adapter) -> list[Exchange]:
-    """``exchanges`` with every socket several sessions share
-    (:func:`multiplexed`) replaced by one copy per session it carries, each
-    with that session's frames only (their indexes kept) and filed under it:
-    what ``export`` and ``serve`` take of one session."""
-    from dataclasses import replace as _replace
-
-    out: list[Exchange] = []
-    for ex in exchanges:
-        if not multiplexed(ex):
-            out.append(ex)
-            continue
-        for sid, frames in split_frames(ex, adapter).items():
-            note = dict((ex.notes or {}).get("identity") or {})
-            note["session_source"] = "split"  # one session now: not shared any more
-            out.append(_replace(ex, session_id=sid, frames=list(frames),
-                                notes={**ex.notes, "identity": note, "shared_socket": True}))
-    return out
 
 
 def _fields(fact: Fact) -> dict[str, Any]:

@@ -28,21 +28,17 @@ def comparisons(
 ) -> list[Comparison]:
     """Every comparison of ``run_id`` with a history read that covers it."""
     from chatkit_trace.analyze import Context
-    from chatkit_trace.pipeline import replay
+    from chatkit_trace.analyze.identity import comparisons as all_comparisons
+    from chatkit_trace.derive import derive_exchanges
 
-    from .replay import _exchange
+    from .replay import session_exchanges
 
-    c = data.conn()
-    where, params = data.session_where(session_id)
-    cur = c.execute(f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params)
-    names = [d[0] for d in cur.description]
-    exchanges = [_exchange(dict(zip(names, r)), data) for r in cur]
+    exchanges = session_exchanges(data, session_id)
     for ex in exchanges:
         ex.frames = list(ex.frames)
-    rep = replay(exchanges, adapter, capabilities=capabilities, only={session_id})
-    ctx = Context(rep, {e.index: e for e in exchanges}, adapter)
-    from chatkit_trace.analyze.identity import comparisons as all_comparisons
-
+    # a socket several sessions share: this session's own frames of it (as the engine replays it)
+    derived = derive_exchanges(exchanges, adapter, capabilities=capabilities, analyse=False, only={session_id})
+    ctx = Context(derived.replay, {e.index: e for e in exchanges}, adapter)
     return [x for x in all_comparisons(ctx) if x.run_id == run_id]
 
 

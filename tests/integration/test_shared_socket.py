@@ -14,14 +14,15 @@ must see the close codes the backend sent.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from chatkit_trace.analyze import analyze_store
+from chatkit_trace.cli import main
+from chatkit_trace.derive import Deriver
 from chatkit_trace.loading import open_trace
-from chatkit_trace.sessions import TraceSessions
 from chatkit_trace.store import TraceStore
 
 from .conftest import stopped_store
@@ -49,21 +50,27 @@ def _verdicts(findings) -> dict[tuple[str, str], set[str]]:
     return out
 
 
+def _row_set(path: Path, table: str, columns: tuple[str, ...]) -> set[tuple]:
+    with TraceStore(path, readonly=True) as store:
+        return {tuple(r[c] for c in columns) for r in store.rows(table)}
+
+
 def _judge(path: Path, profile: str | None = None):
     loaded = open_trace(str(path), profile=profile)
     try:
-        findings, counts = analyze_store(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
-        sessions = TraceSessions(loaded.store, loaded.adapter)
         placed = []  # (frame's session in the replay, the session its JSON names)
-        for sid in sessions.sessions():
-            rep = sessions.replay(sid, capabilities=loaded.capabilities)
-            for rec in rep.exchanges.values():
+
+        def session_done(derived) -> None:
+            for rec in derived.replay.exchanges.values():
                 if rec.exchange.capability != "subscribe":
                     continue
                 by_index = {f.index: f for f in rec.exchange.frames}
                 for fr in rec.frames:
                     named = json.loads(by_index[fr.frame_index].text).get("sessionId")
                     placed.append((rec.exchange.index, fr.frame_index, fr.session_id, named))
+
+        result = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities).run(on_session=session_done)
+        findings, counts = result.findings, result.counts
     finally:
         loaded.close()
     return findings, counts, placed
@@ -105,6 +112,16 @@ async def test_a_shared_socket_is_judged_per_session_and_run(backend: SharedSock
     with TraceStore(db, readonly=True) as s:
         rows = {(r["exchange_id"], r["idx"]): r["session_id"] for r in s.rows("frame_results")}
     assert {(e, i): sid for e, i, sid, _ in placed}.items() <= rows.items()
+    # the recorder's live derivation (a socket's sessions re-derived together, its rows
+    # replaced by session) stores what redecode stores from the same engine
+    copy = tmp_path / "redecoded.db"
+    shutil.copy(db, copy)
+    assert main(["redecode", str(copy)]) == 0
+    for table, key in (("frame_results", ("exchange_id", "idx", "session_id", "run_id", "state")),
+                       ("runs", ("session_id", "run_id", "status", "settled_by", "frames")),
+                       ("history_reads", ("exchange_id", "session_id", "ok"))):
+        live, again = (_row_set(p, table, key) for p in (db, copy))
+        assert live == again and live, table
     runs = {(r["session_id"], r["run_id"]): r["settled_by"] for r in TraceStore(db, readonly=True).rows("runs")}
     assert runs[("sess-b", "b-r2")] == "history" and runs[("sess-b", "b-r1")] == "fact"
     assert runs[("sess-a", "a-r4")] is None

@@ -13,7 +13,8 @@ from chatkit_trace.adapters import AdapterProtocol, EventIdentity, create_adapte
 from chatkit_trace.capture import IdentityTracker, ProfileError, apply_match, load_profile, resolve_from_frames
 from chatkit_trace.capture.profiles import parse_profile
 from chatkit_trace.examples.shared_socket import SharedSocket
-from chatkit_trace.pipeline import multiplexed, replay, socket_sessions, split_shared
+from chatkit_trace.derive import split_shared
+from chatkit_trace.pipeline import multiplexed, replay, socket_sessions
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import ws_frame
 
@@ -193,7 +194,7 @@ def test_the_example_profile_ships_with_the_package():
 def test_several_history_messages_on_one_socket_are_stored(tmp_path):
     """Two sessions, two history reads each over one socket: the trace's derived
     tables are written (a socket's reads share its exchange id)."""
-    from chatkit_trace.analyze import analyze_store
+    from chatkit_trace.derive import Deriver
     from chatkit_trace.store import TraceStore
 
     SEQ.clear()
@@ -210,7 +211,48 @@ def test_several_history_messages_on_one_socket_are_stored(tmp_path):
     with TraceStore(tmp_path / "t.db", create=True) as store:
         store.set_meta("protocol", PROFILE.protocol)
         store.add_exchange(ex)
-        findings, counts = analyze_store(store, adapter(), capabilities=PROFILE.capabilities, write=True)
+        result = Deriver(store, adapter(), capabilities=PROFILE.capabilities).run(write_to=store)
+        findings, counts = result.findings, result.counts
         reads = list(store.rows("history_reads"))
     assert counts["sessions"] == 2 and not [f for f in findings if f.severity != "info"]
     assert [r["exchange_id"] for r in reads] == [0]
+
+
+def test_the_derive_engine_selects_each_session_of_a_shared_socket(tmp_path):
+    """``Deriver`` (check, the recorder, the viewer's analysis …) takes a
+    session's own frames of a shared socket; ``TraceReader`` (the viewer) finds
+    the socket for each session it carries from the rows the engine wrote."""
+    from chatkit_trace.derive import Deriver
+    from chatkit_trace.store import TraceReader, TraceStore
+
+    SEQ.clear()
+    ex = socket([
+        out(type="run", sessionId="s1", runId="r1", input={"text": "hi"}),
+        out(type="run", sessionId="s2", runId="r2", input={"text": "salut"}),
+        ev("s1", "r1", "run.started"), ev("s2", "r2", "run.started"),
+        ev("s2", "r2", "run.completed"), ev("s1", "r1", "run.completed"),
+    ])
+    assert ex.session_id == "s1"  # filed under the first session it saw
+    path = tmp_path / "t.db"
+    with TraceStore(path, create=True) as store:
+        store.set_meta("protocol", PROFILE.protocol)
+        store.add_exchange(ex)
+        reader = TraceReader(path)
+        assert reader.shared_sockets("s2") == []  # nothing derived yet: nothing says s2 is on it
+        deriver = Deriver(store, adapter(), capabilities=PROFILE.capabilities)
+        assert deriver.sessions() == ["s1", "s2"] and deriver.shared_sockets() == {0}
+        assert deriver.together({"s2"}) == {"s1", "s2"}
+        for sid, frames in (("s1", [0, 2, 5]), ("s2", [1, 3, 4])):
+            d = deriver.session(sid)
+            [mine] = d.exchanges
+            assert [f.index for f in mine.frames] == frames
+            assert [fr.frame_index for fr in d.replay.frames] == frames and set(d.replay.sessions) == {sid}
+            assert not [f for f in d.findings if f.severity != "info"]
+        deriver.run(write_to=store)
+        assert {(r["idx"], r["session_id"]) for r in store.rows("frame_results")} == {
+            (0, "s1"), (2, "s1"), (5, "s1"), (1, "s2"), (3, "s2"), (4, "s2")}
+    assert reader.shared_sockets("s2") == [0] and reader.shared_sockets("s1") == []  # s1's own exchange
+    assert [e.index for e in reader.session_exchanges("s2", "default")] == [0]
+    assert [r[0] for r in reader.exchange_summaries(session="s2", default_session="default")] == [0]
+    assert reader.session_signature("s2", "default")[1] == 6
+    reader.close()

@@ -1,14 +1,17 @@
-"""Which stored exchanges make up each session of a trace.
+"""Which stored exchanges make up each session of a trace (the derive
+engine's one selection of a session).
 
 Most exchanges belong to the one session they are filed under
 (``exchanges.session_id``).  A socket several sessions share
 (:func:`chatkit_trace.pipeline.multiplexed`: a subscription whose session
 comes from its events) belongs to every session its frames name: its frames
-are split by the code the replay uses (:func:`chatkit_trace.pipeline.socket_sessions`),
+are split by the code the replay uses (:func:`chatkit_trace.pipeline.split_frames`),
 and each session is replayed with its own messages only (``replay(..., only=
-{session})``).  ``check``, the recorder's live derivation, the viewer,
-``diff``, ``export`` and the report select a session's exchanges here, so they
-agree on what a session holds.
+{session})``).  :class:`~chatkit_trace.derive.Deriver` selects a session's
+exchanges here, so ``check``, the recorder's live derivation, the fixtures'
+expected outcomes, ``runs``, ``diff``, the viewer's analysis and the report
+agree on what a session holds; ``export`` and ``serve`` take one session of
+exchanges in memory with :func:`split_shared` (the same split).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from .pipeline import DEFAULT_SESSION, Replay, multiplexed, replay, split_frames
-from .store import TraceStore
-from .trace import Exchange
+from ..adapters import Adapter
+from ..pipeline import DEFAULT_SESSION, multiplexed, split_frames
+from ..store import TraceStore
+from ..trace import Exchange
 
-__all__ = ["TraceSessions"]
+__all__ = ["TraceSessions", "split_shared"]
 
 
 class TraceSessions:
@@ -29,7 +33,7 @@ class TraceSessions:
     A shared socket's frames are read and split once; each session's replay
     gets that session's frames of it."""
 
-    def __init__(self, store: TraceStore, adapter: Any) -> None:
+    def __init__(self, store: TraceStore, adapter: Adapter) -> None:
         self.store = store
         self.adapter = adapter
         self._sockets: dict[int, list[str]] | None = None
@@ -41,7 +45,7 @@ class TraceSessions:
         if self._sockets is None:
             out: dict[int, list[str]] = {}
             homes: set[str | None] = set()
-            for ex in self.store.capability_exchanges("subscribe"):
+            for ex in self.store.exchanges(capability="subscribe"):
                 if multiplexed(ex):
                     ex.frames = self.store.frames(ex.index)
                     split = split_frames(ex, self.adapter)
@@ -53,7 +57,7 @@ class TraceSessions:
         return self._sockets
 
     def sessions(self) -> list[str | None]:
-        """Every session, in order of first appearance (None: matched
+        """Every session, in order of first appearance (None: classified
         exchanges without a session, replayed as ``default``).  The session
         a shared socket is filed under is one only if a frame names it or
         another exchange belongs to it."""
@@ -61,8 +65,11 @@ class TraceSessions:
         carried = {sid for sids in sockets.values() for sid in sids}
         out: dict[str | None, None] = {}
         for sid in self.store.session_ids():
-            if sid in self._homes and sid not in carried and not any(
-                    ex.index not in sockets for ex in self.store.session_exchanges(sid, with_frames=False)):
+            if (
+                sid in self._homes
+                and sid not in carried
+                and not any(ex.index not in sockets for ex in self.store.exchanges(session=sid, classified=True))
+            ):
                 continue
             out.setdefault(sid, None)
         for sids in sockets.values():
@@ -71,10 +78,14 @@ class TraceSessions:
         return list(out)
 
     def exchanges(self, session_id: str | None, *, with_frames: bool = True) -> list[Exchange]:
-        """What ``session_id`` is replayed from: its own exchanges and every
-        shared socket that carries it (whole: the replay records its frames only)."""
+        """What ``session_id`` is replayed from: its own classified exchanges
+        and every shared socket that carries it (with its frames of it only)."""
         sockets = self.sockets()
-        own = [ex for ex in self.store.session_exchanges(session_id, with_frames=with_frames) if ex.index not in sockets]
+        own = [
+            ex
+            for ex in self.store.exchanges(with_frames=with_frames, session=session_id, classified=True)
+            if ex.index not in sockets
+        ]
         key = session_id if session_id is not None else DEFAULT_SESSION
         for i, sids in sockets.items():
             if key in sids:
@@ -86,12 +97,10 @@ class TraceSessions:
         own.sort(key=lambda e: (e.started_at, e.index))
         return own
 
-    def replay(self, session_id: str | None, exchanges: Iterable[Exchange] | None = None, **kw: Any) -> Replay:
-        """The session's replay (its own messages of every shared socket only)."""
-        exs = list(exchanges) if exchanges is not None else self.exchanges(session_id)
-        key = session_id if session_id is not None else DEFAULT_SESSION
-        only = {key} if self.sockets() else None
-        return replay(exs, self.adapter, only=only, **kw)
+    def only(self, session_id: str | None) -> set[str] | None:
+        """The replay's ``only`` for ``session_id``: its own messages of every
+        shared socket (None: the trace has no shared socket)."""
+        return {session_id if session_id is not None else DEFAULT_SESSION} if self.sockets() else None
 
     def together(self, sessions: Iterable[str | None]) -> set[str | None]:
         """``sessions`` and every session that shares a socket with one of them
@@ -107,3 +116,28 @@ class TraceSessions:
                     out |= keys
                     changed = True
         return out
+
+
+def split_shared(exchanges: Iterable[Exchange], adapter: Adapter) -> list[Exchange]:
+    """``exchanges`` with every socket several sessions share
+    (:func:`~chatkit_trace.pipeline.multiplexed`) replaced by one copy per
+    session it carries, each with that session's frames only (their indexes
+    kept) and filed under it: what ``export`` and ``serve`` take of one
+    session, split as :class:`TraceSessions` splits a stored trace."""
+    out: list[Exchange] = []
+    for ex in exchanges:
+        if not multiplexed(ex):
+            out.append(ex)
+            continue
+        for sid, frames in split_frames(ex, adapter).items():
+            note = dict((ex.notes or {}).get("identity") or {})
+            note["session_source"] = "split"  # one session now: not shared any more
+            out.append(
+                replace(
+                    ex,
+                    session_id=sid,
+                    frames=list(frames),
+                    notes={**ex.notes, "identity": note, "shared_socket": True},
+                )
+            )
+    return out
