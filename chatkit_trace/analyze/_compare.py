@@ -31,7 +31,7 @@ from ._context import Context, frame_ref
 from ._finding import clip
 from ._shared import end_states, passive_input_runs, stop_notices
 
-__all__ = ["CAUSE_REASONS", "Comparison", "Pair", "cause_sentence", "clip", "comparisons", "consequence_sentence", "consequences", "describe", "diff_messages", "diff_pairs", "limit_sentence", "pair_run", "visible"]
+__all__ = ["CAUSE_REASONS", "Comparison", "Pair", "cause_sentence", "clip", "comparisons", "consequence_sentence", "consequences", "describe", "diff_messages", "diff_pairs", "difference_detail", "limit_sentence", "pair_run", "visible"]
 
 
 def visible(part: Any) -> dict[str, Any]:
@@ -655,17 +655,18 @@ def _split_limited(d: dict[str, Any], limits: set[str]) -> tuple[dict[str, Any] 
 
 def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: float) -> dict[str, Any] | None:
     """The run's stream that broke mid-run (reset, timeout, client gone) before ``before``: CK103."""
-    for ex in end_states(ctx):
-        e = ex.exchange
-        if ex.session_id != session_id or ex.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
+    for end in end_states(ctx):
+        e = end.exchange
+        if end.session_id != session_id or end.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
             continue
-        if ex.stopped_by_close:
+        if not end.subscription and end.rec.stopped_by_close:
             continue  # the UI's stop, not a break
+        if end.subscription and ctx.settled_later(session_id, run_id) == "fact":
+            continue  # a later subscription carried the run's end (no CK103)
         if (e.ended_at or e.started_at) > before:
             continue
-        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         return {"code": "CK103", "reason": f"connection broke ({e.end})", "what": f"the connection that broke ({e.end})",
-                "frame": last, "at": e.ended_at or e.started_at}
+                "frame": end.last, "at": e.ended_at or e.started_at}
     return None
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapters import PASSIVE_INPUT
 from ..core import TERMINAL_KINDS
-from ..pipeline import STREAMING, FactRecord
+from ..pipeline import STREAMING, ExchangeRecord, FactRecord
+from ..trace import Exchange
 from ._context import Context, frame_ref
 from ._finding import Finding, make_finding
 
-__all__ = ["MAX_FRAMES", "end_states", "passive_input_runs", "reason_finding", "refs", "rejections", "route_of", "stop_notices"]
+__all__ = ["MAX_FRAMES", "Ending", "end_states", "passive_input_runs", "reason_finding", "refs", "rejections", "route_of", "stop_notices"]
 
 
 MAX_FRAMES = 20
@@ -66,15 +68,50 @@ def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lamb
         )
 
 
-def end_states(ctx: Context) -> Iterator[tuple]:
-    """Streams that ended while their run had no conclusion from that stream."""
+@dataclass
+class Ending:
+    """A stream that ended while a run it carried had no conclusion from it:
+    a run's own stream (run, resume, regenerate, edit), or a subscription
+    (an SSE subscription, a socket) that closed or broke with the run open."""
+
+    #: The stream's exchange record.
+    rec: ExchangeRecord
+    session_id: str
+    run_id: str
+    #: The run's last frame on the stream (``exchange:frame``), or the exchange.
+    last: str
+    #: An end-of-reader marker on a run's own stream (frame index).
+    end_marker_frame: int | None = None
+    #: The stream is a subscription (its runs are ``SocketRun``s).
+    subscription: bool = False
+
+    @property
+    def exchange(self) -> Exchange:
+        return self.rec.exchange
+
+    @property
+    def index(self) -> int:
+        return self.rec.exchange.index
+
+
+def end_states(ctx: Context) -> Iterator[Ending]:
+    """Streams that ended while a run they carried had no conclusion from that stream."""
     for ex in ctx.exchange_records():
         e = ex.exchange
+        if e.capability == "subscribe":
+            if e.end is None or e.end == "open" or (ex.reader_stop is not None and ex.reader_stop[0] == "error"):
+                continue
+            for run in ex.socket_runs.values():
+                if run.concluded or ctx.run_view(run.session_id, run.run_id) is None:
+                    continue  # a run the Core never knew is CK503's
+                yield Ending(ex, run.session_id, run.run_id, frame_ref(e.index, run.last_frame), subscription=True)
+            continue
         if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
             continue
         if ex.reader_stop is not None and ex.reader_stop[0] == "error":
             continue  # CK405 reports why the reader stopped
-        yield ex
+        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+        yield Ending(ex, ex.session_id, ex.run_id, last, ex.end_marker_frame)
 
 
 def stop_notices(ctx: Context) -> set[int]:
@@ -127,6 +164,8 @@ def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
         for ex in ctx.exchange_records()
         if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
     }
+    # run messages on a socket (the route's commands) start local runs too
+    local |= {key for ex in ctx.exchange_records() for key, run in ex.socket_runs.items() if run.command_frame is not None}
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for fr in ctx.frames():
         if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:
