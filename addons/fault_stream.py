@@ -402,6 +402,7 @@ class Pump:
                 self.frames += 1
 
     async def _piece(self, piece: Piece) -> None:
+        # long-function: one stream piece per fault kind
         if not piece.event:
             await self._emit([piece], piece.t)
             return

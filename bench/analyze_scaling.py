@@ -68,9 +68,17 @@ def generate(path: Path, frames: int) -> int:
                 index += 1
                 t += 2
                 history_runs.append(
-                    {"id": rid, "status": "running" if unfinished else "completed", "input": f"question {r}", "created_at": 1,
-                     "frames": [{"id": f"e{i}", "event": ({"type": "started", "run": rid} if i == 0 else {"type": "text", "text": f"word{i} "})} for i in range(FRAMES_PER_RUN - 1)]
-                     + ([] if unfinished else [{"id": f"e{FRAMES_PER_RUN - 1}", "event": {"type": "done"}}])}
+                    {
+                        "id": rid,
+                        "status": "running" if unfinished else "completed",
+                        "input": f"question {r}",
+                        "created_at": 1,
+                        "frames": [
+                            {"id": f"e{i}", "event": ({"type": "started", "run": rid} if i == 0 else {"type": "text", "text": f"word{i} "})}
+                            for i in range(FRAMES_PER_RUN - 1)
+                        ]
+                        + ([] if unfinished else [{"id": f"e{FRAMES_PER_RUN - 1}", "event": {"type": "done"}}]),
+                    }
                 )
             store.add_exchange(
                 Exchange(index, "GET", f"http://backend/sessions/{sid}/runs", started_at=t, ended_at=t + 0.1, status=200,
@@ -115,7 +123,7 @@ def main() -> None:
     print(f"{'target':>9} {'frames':>9} {'generate s':>10} {'check s':>8} {'frames/s':>9} {'peak MB':>8} {'findings':>8} {'db MB':>7}")
     for n, frames, gen, seconds, peak, findings, size in rows:
         print(f"{n:>9} {frames:>9} {gen:>10.1f} {seconds:>8.1f} {frames / seconds:>9,.0f} {peak:>8.0f} {findings:>8} {size:>7.0f}")
-    for (a, fa, _, sa, pa, _, _), (b, fb, _, sb, pb, _, _) in zip(rows, rows[1:]):
+    for (a, fa, _, sa, pa, _, _), (b, fb, _, sb, pb, _, _) in zip(rows, rows[1:], strict=False):
         print(f"growth {a} -> {b}: frames x{fb / fa:.1f}, time x{sb / sa:.2f}, peak memory x{pb / pa:.2f}")
 
 

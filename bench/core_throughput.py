@@ -28,7 +28,6 @@ import time
 
 from chatkit_trace.core import ChatCore, RuntimeMessage, TextPart, ToolCallPart
 
-
 MSG_RATIOS: list[float] = []
 
 
@@ -65,7 +64,7 @@ def bench_text(n: int) -> tuple[float, float]:
     core = fresh()
     emit = core.emit_delta
     t0 = time.perf_counter()
-    for eid, d in zip(ids, deltas):
+    for eid, d in zip(ids, deltas, strict=False):
         emit(run_id="r1", event_id=eid, message_id="assistant:r1", part_id="text:0", delta=d)
     t_admit = time.perf_counter() - t0
     text = core.snapshot.message("assistant:r1").parts[0].text

@@ -24,7 +24,7 @@ from pathlib import Path
 from chatkit_trace.adapters import DeltaUpdate, create_adapter, load_protocol
 from chatkit_trace.pipeline import replay
 from chatkit_trace.trace import Exchange, frames_from_body
-from chatkit_trace.wire import event_json, parse_sse, frame_from_sse
+from chatkit_trace.wire import event_json, frame_from_sse, parse_sse
 
 ROOT = Path(__file__).resolve().parents[1] / "recordings" / "captures"
 

@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,10 +111,17 @@ def main() -> None:
         rows.append((n, frames, check_s, check_mb, report_s, report_mb, size, tti, open_run, trace.stat().st_size))
     print(f"{'frames':>8} {'check s':>8} {'report s':>9} {'x check':>8} {'check MB':>9} {'report MB':>10} {'x mem':>6}"
           f" {'file MB':>8} {'B/frame':>8} {'x db':>5} {'ready ms':>9} {'x check':>8} {'open run ms':>11}")
-    for n, frames, cs, cm, rs, rm, size, tti, op, db in rows:
+    for _n, frames, cs, cm, rs, rm, size, tti, op, db in rows:
         print(f"{frames:>8} {cs:>8.2f} {rs:>9.2f} {rs / cs:>8.2f} {cm:>9.0f} {rm:>10.0f} {rm / cm:>6.2f}"
               f" {size / 1e6:>8.2f} {size / frames:>8.1f} {size / db:>5.2f} {tti:>9.0f} {tti / 1000 / cs:>8.3f} {op:>11.0f}")
-    print(json.dumps([dict(zip(("target", "frames", "check_s", "check_mb", "report_s", "report_mb", "bytes", "ready_ms", "open_run_ms", "db_bytes"), r)) for r in rows]))
+    print(
+        json.dumps(
+            [
+                dict(zip(("target", "frames", "check_s", "check_mb", "report_s", "report_mb", "bytes", "ready_ms", "open_run_ms", "db_bytes"), r, strict=False))
+                for r in rows
+            ]
+        )
+    )
 
 
 if __name__ == "__main__":

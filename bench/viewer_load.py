@@ -205,7 +205,7 @@ def main() -> int:
     ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    for n, info, gen, size, r in rows:
+    for n, info, _gen, size, r in rows:
         vals = [
             f"{n:,}",
             str(info["runs"]),

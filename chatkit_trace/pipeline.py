@@ -545,6 +545,7 @@ class Replayer:
     # -- frames ---------------------------------------------------------------------
 
     def frame(self, exchange: Exchange, frame: Frame) -> None:
+        # long-function: one frame through the adapter and the Core in replay order (decode, admit, record)
         rec = self.out.exchanges[exchange.index]
         if exchange.capability == "subscribe":
             self._socket_frame(exchange, frame, rec)
@@ -642,6 +643,7 @@ class Replayer:
         say so).  On a socket several sessions share (:func:`multiplexed`)
         each frame goes to the session it names, so every session is
         replayed with its own messages only."""
+        # long-function: a socket frame routed to its session, event or command, in replay order
         sock = self._socket(exchange)
         sid, value, err, command, ident, failed = self._classify(sock, frame)
         parsed = err is None and value is not None and value is not DONE

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -75,7 +75,7 @@ def _har_from_trace(trace: Path) -> dict:
                 text = "".join(lines)
             else:
                 text = (ex.response_body or b"").decode("utf-8", "replace")
-            started = datetime.fromtimestamp(ex.started_at, timezone.utc).isoformat().replace("+00:00", "Z")
+            started = datetime.fromtimestamp(ex.started_at, UTC).isoformat().replace("+00:00", "Z")
             request = {
                 "method": ex.method,
                 "url": ex.url,

@@ -45,7 +45,9 @@ def test_core_source_imports_are_stdlib_or_relative(path):
             assert name in sys.stdlib_module_names or name == "__future__", f"{path.name} imports {name}"
 
 
-@pytest.mark.parametrize("module", ["chatkit_trace.core", "chatkit_trace.wire", "chatkit_trace.adapters", "chatkit_trace.store", "chatkit_trace.analyze", "chatkit_trace.rules"])
+@pytest.mark.parametrize(
+    "module", ["chatkit_trace.core", "chatkit_trace.wire", "chatkit_trace.adapters", "chatkit_trace.store", "chatkit_trace.analyze", "chatkit_trace.rules"]
+)
 def test_exported_members_exist_and_are_sorted(module):
     import importlib
 

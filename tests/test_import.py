@@ -11,7 +11,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -173,7 +173,7 @@ def test_a_chrome_har_with_websocket_messages(tmp_path):
     run, ws = exs
     assert not any(k.startswith(":") for k, _ in run.request_headers)  # HTTP/2 pseudo-headers dropped
     assert [f.event_id for f in run.frames] == ["e0", "e1", "e2", "e3"]  # base64 body, not gunzipped again
-    started = datetime(2026, 11, 30, 7, 0, 1, tzinfo=timezone.utc).timestamp()
+    started = datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp()
     assert run.started_at == started and run.frames[0].at == pytest.approx(started + 0.012)
     assert run.frames[-1].at == pytest.approx(started + 0.4123)
     assert ws.transport == "ws" and ws.status == 101
@@ -204,7 +204,7 @@ def test_a2a_traffic_resolves_context_and_task_from_the_events_and_turns(tmp_pat
         req_text = (CAPTURES / "requests" / req_name).read_text() if req_name else None
         body = req_body or req_text.split("\n\n", 1)[1].strip()
         return {
-            "startedDateTime": datetime.fromtimestamp(t, timezone.utc).isoformat(),
+            "startedDateTime": datetime.fromtimestamp(t, UTC).isoformat(),
             "time": 50,
             "request": {"method": "POST", "url": "http://127.0.0.1:18802/", "headers": [
                 {"name": "content-type", "value": "application/json"}], "postData": {"mimeType": "application/json", "text": body}},

@@ -535,6 +535,7 @@ class TraceData:
         return runs
 
     def _derived_runs(self) -> list[RunInfo]:
+        # long-function: the runs table derived in one pass over exchanges and facts
         per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
         for sid, rid, sev, code, n, frames in self.reader.finding_groups():
             c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
@@ -617,7 +618,7 @@ class TraceData:
                     else None,
                 )
             )
-        starts = {}
+        starts: dict[Any, Any] = {}
         if out:
             # order by when the run's first exchange started (runs without frames too)
             for ex in self.exchanges(classified=True):

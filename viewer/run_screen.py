@@ -395,6 +395,7 @@ class RunScreen(Screen[None]):
         self.query_one("#detail", Panel).show(body, scroll="home")
 
     def detail(self, row: Row, m: Moment | None) -> tuple[str, Content]:
+        # long-function: the detail pane: one branch per row kind
         """The selected row in full: (title, body)."""
         data = self.viewer.data
         ex = row.exchange
@@ -483,6 +484,7 @@ class RunScreen(Screen[None]):
         self.app.push_screen(DetailScreen(self))
 
     def frame_lines(self, row: Row, m: Moment | None) -> list[str]:
+        # long-function: a frame's lines: one branch per frame and fact kind, in display order
         data = self.viewer.data
         ex = row.exchange
         d = data.frame_detail(ex.index, row.idx) or {}

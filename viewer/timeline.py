@@ -19,6 +19,7 @@ __all__ = ["Timeline", "build_timeline"]
 
 
 def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
+    # long-function: a run's exchanges merged in the pipeline's order, with the segment compression
     """The rows of ``run``: its exchanges' requests, frames and stream ends,
     the stop, history and status requests of its session while it was
     current (until the session's next run started), and any row its findings

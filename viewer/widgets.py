@@ -199,7 +199,7 @@ class VirtualList(ScrollView, can_focus=True):
             else self._style
         )
         for n, (cells, w, (_, _, align)) in enumerate(
-            zip(cells_per_col, self._widths(width), self.columns)
+            zip(cells_per_col, self._widths(width), self.columns, strict=False)
         ):
             col: list[Segment] = []
             used = 0

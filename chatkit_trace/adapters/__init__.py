@@ -6,6 +6,7 @@ built-in protocols are ``openai``, ``adk``, ``a2a``, ``hermes`` and ``agui``
 """
 
 from ._factory import CAPABILITIES, Adapter, Decoded, SessionDecoder, create_adapter, updates_to_facts
+from ._limits import HISTORY_IDS, LIMITS, PASSIVE_INPUT, TOOL_ARGS, TOOL_RESULT, fallback_error, fallback_sent
 from ._protocol import (
     AbortRequestArgs,
     AdapterProtocol,
@@ -17,7 +18,6 @@ from ._protocol import (
     RunRequest,
     StreamEvent,
 )
-from ._limits import HISTORY_IDS, LIMITS, PASSIVE_INPUT, TOOL_ARGS, TOOL_RESULT, fallback_error, fallback_sent
 from ._registry import AdapterNotFound, available_protocols, load_protocol, register_protocol
 from ._updates import (
     TERMINAL_UPDATES,

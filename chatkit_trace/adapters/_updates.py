@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..core import RunError, RuntimeMessage, message_from_json, thaw
 
@@ -70,7 +70,7 @@ class InterruptedUpdate:
     type = "interrupted"
 
 
-ProtocolUpdate = Union[MessageUpdate, DeltaUpdate, PhaseUpdate, CompletedUpdate, FailedUpdate, InterruptedUpdate]
+ProtocolUpdate = MessageUpdate | DeltaUpdate | PhaseUpdate | CompletedUpdate | FailedUpdate | InterruptedUpdate
 TERMINAL_UPDATES = (CompletedUpdate, FailedUpdate, InterruptedUpdate)
 
 

@@ -268,6 +268,7 @@ class AGUIProtocol(AdapterProtocol):
         return isinstance(event, Mapping) and event.get("type") in EVENT_TYPES
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
+        # long-function: one branch per AG-UI event type, in the protocol's order
         if not isinstance(event, Mapping):
             return []
         answer = ctx.state.get("answer")
@@ -332,6 +333,7 @@ class AGUIProtocol(AdapterProtocol):
     # -- history -----------------------------------------------------------------------
 
     def decode_history(self, value: Any, session_id: str) -> HistoryResult:
+        # long-function: one pass over a history's messages, one branch per AG-UI role
         if isinstance(value, list):
             items, runs = value, []
         elif isinstance(value, Mapping) and isinstance(value.get("messages"), list):

@@ -1093,6 +1093,7 @@ class OpenAIProtocol(AdapterProtocol):
     def _response_event(
         self, kind: str, event: Mapping[str, Any], ctx: DecodeContext
     ) -> list[ProtocolUpdate]:
+        # long-function: one branch per Responses API event type (splitting it by event family is left to a later change)
         state = ctx.state
         answer = _answer(state, ctx.run_id)
         out: list[ProtocolUpdate] = []

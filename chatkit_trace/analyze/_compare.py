@@ -31,7 +31,23 @@ from ._context import Context, frame_ref
 from ._finding import clip
 from ._shared import end_states, passive_input_runs, stop_notices
 
-__all__ = ["CAUSE_REASONS", "Comparison", "Pair", "cause_sentence", "clip", "comparisons", "consequence_sentence", "consequences", "describe", "diff_messages", "diff_pairs", "difference_detail", "limit_sentence", "pair_run", "visible"]
+__all__ = [
+    "CAUSE_REASONS",
+    "Comparison",
+    "Pair",
+    "cause_sentence",
+    "clip",
+    "comparisons",
+    "consequence_sentence",
+    "consequences",
+    "describe",
+    "diff_messages",
+    "diff_pairs",
+    "difference_detail",
+    "limit_sentence",
+    "pair_run",
+    "visible",
+]
 
 
 def visible(part: Any) -> dict[str, Any]:
@@ -97,8 +113,8 @@ def _align(live: list[RuntimeMessage], hist: list[RuntimeMessage]) -> list[tuple
     i = j = 0
     for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
         gl, gh = live[i : block.a], hist[j : block.b]
-        out.extend((x, y) for x, y in zip(gl, gh) if x.role == y.role)
-        out.extend(zip(live[block.a : block.a + block.size], hist[block.b : block.b + block.size]))
+        out.extend((x, y) for x, y in zip(gl, gh, strict=False) if x.role == y.role)
+        out.extend(zip(live[block.a : block.a + block.size], hist[block.b : block.b + block.size], strict=False))
         i, j = block.a + block.size, block.b + block.size
     return out
 
@@ -109,11 +125,11 @@ def pair_run(live: Sequence[RuntimeMessage], hist: Sequence[RuntimeMessage], by_
     rest_live = [m for m in live if m.id not in paired]
     taken = {id(h) for h in paired.values()}
     rest_hist = [h for h in hist if id(h) not in taken]
-    partner: dict[int, tuple[RuntimeMessage, str]] = {id(h): (l, "id") for l, h in ((m, paired[m.id]) for m in live if m.id in paired)}
-    for l, h in _align(rest_live, rest_hist):
-        partner[id(h)] = (l, "position")
+    partner: dict[int, tuple[RuntimeMessage, str]] = {id(h): (lm, "id") for lm, h in ((m, paired[m.id]) for m in live if m.id in paired)}
+    for lm, h in _align(rest_live, rest_hist):
+        partner[id(h)] = (lm, "position")
     used: set[int] = set()
-    partnered = {id(l) for l, _ in partner.values()}
+    partnered = {id(lm) for lm, _ in partner.values()}
     order = {id(m): k for k, m in enumerate(live)}
     out: list[Pair] = []
     k = 0
@@ -172,10 +188,10 @@ def diff_pairs(
         hp = [(q.id, q.type) for q in h.parts]
         if lp != hp:
             if [q[1] for q in lp] == [q[1] for q in hp] and [visible(q) for q in m.parts] == [visible(q) for q in h.parts]:
-                renamed.extend((f"{m.id}/{a}", f"{h.id}/{b}") for (a, _), (b, _) in zip(lp, hp) if a != b)
+                renamed.extend((f"{m.id}/{a}", f"{h.id}/{b}") for (a, _), (b, _) in zip(lp, hp, strict=False) if a != b)
             diffs.append({"message": m.id, "what": "parts", "live": [f"{i}:{t}" for i, t in lp], "history": [f"{i}:{t}" for i, t in hp]})
             continue
-        for lpart, hpart in zip(m.parts, h.parts):
+        for lpart, hpart in zip(m.parts, h.parts, strict=False):
             lv, hv = visible(lpart), visible(hpart)
             if lv != hv:
                 keys = sorted(k for k in set(lv) | set(hv) if lv.get(k) != hv.get(k))
@@ -411,6 +427,7 @@ def _live_of(h: Any, run_id: str) -> list[RuntimeMessage]:
 
 
 def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None) -> list[Comparison]:
+    # long-function: one history read compared step by step (pair, diff, explain) over shared state
     hist = list(h.result.messages)
     covered = _covered(s, h, hist)
     if not covered:
@@ -474,7 +491,7 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
             # for its confirmation (R9.1), and the read did not settle it: a
             # snapshot of a moving run; the Core keeps its live messages (R8.3)
             continue
-        seen = [m for m, x in zip(hist, home) if x == r]
+        seen = [m for m, x in zip(hist, home, strict=False) if x == r]
         live = lives[r]
         if not live and not seen:
             continue
@@ -530,9 +547,9 @@ def _home_turns(hist: list[RuntimeMessage], home: list[Any], free: list[str], li
         ga, gb = list(range(i, blk.a)), list(range(j, blk.b))
         if n == 0:  # before the first equal turn: align the latest with the latest
             size = min(len(ga), len(gb))
-            pairs.extend(zip(ga[len(ga) - size :], gb[len(gb) - size :]))
+            pairs.extend(zip(ga[len(ga) - size :], gb[len(gb) - size :], strict=False))
         else:
-            pairs.extend(zip(ga, gb))
+            pairs.extend(zip(ga, gb, strict=False))
         pairs.extend((blk.a + x, blk.b + x) for x in range(blk.size))
         i, j = blk.a + blk.size, blk.b + blk.size
     if not pairs:
@@ -559,6 +576,7 @@ def _streaming_at(run: Any, exchanges: Mapping[int, Any] | None, at: float) -> b
 
 
 def comparisons(ctx: Context) -> list[Comparison]:
+    # long-function: one pass over the runs and their later history reads, with the per-read cache
     """Every run the live traffic carried against the first later history
     read that covers it (its scope: the session, the run or task, a page)
     after its last live frame, however the run was settled; differences an

@@ -60,7 +60,7 @@ class Context:
 
     def runs(self) -> Iterator[tuple[str, RunRecord, Snapshot]]:
         for sid, s in self.replay.sessions.items():
-            for run_id, rec in s.runs.items():
+            for rec in s.runs.values():
                 yield sid, rec, s.core.snapshot
 
     def run_view(self, session_id: str, run_id: str) -> Any:

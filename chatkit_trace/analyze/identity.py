@@ -32,7 +32,20 @@ from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
 from ._shared import refs, rejections, route_of
 
-__all__ = ["Comparison", "Pair", "cause_sentence", "clip", "comparisons", "consequences", "describe", "diff_messages", "diff_pairs", "limit_sentence", "pair_run", "visible"]
+__all__ = [
+    "Comparison",
+    "Pair",
+    "cause_sentence",
+    "clip",
+    "comparisons",
+    "consequences",
+    "describe",
+    "diff_messages",
+    "diff_pairs",
+    "limit_sentence",
+    "pair_run",
+    "visible",
+]
 
 
 def _limitation_note(ctx: Context) -> str | None:
@@ -152,7 +165,7 @@ def same_content_different_ids(ctx: Context) -> Iterator[Finding]:
             )
     for sid, s in ctx.replay.sessions.items():
         reads = [h for h in s.history if h.result is not None]
-        for first, second in zip(reads, reads[1:]):
+        for first, second in zip(reads, reads[1:], strict=False):
             renamed = _read_vs_read(first, second)
             if renamed:
                 yield make_finding(
@@ -162,7 +175,10 @@ def same_content_different_ids(ctx: Context) -> Iterator[Finding]:
                     frames=[frame_ref(second.exchange_index, None), frame_ref(first.exchange_index, None)],
                     message=f"History reads {first.exchange_index} and {second.exchange_index} give the same message "
                     "different ids: " + ", ".join(f"{a} vs {b}" for a, b in renamed[:3]) + ".",
-                    detail={"pairs": [{"first": a, "second": b} for a, b in renamed], "observations": [f"history:{first.exchange_index}", f"history:{second.exchange_index}"]},
+                    detail={
+                        "pairs": [{"first": a, "second": b} for a, b in renamed],
+                        "observations": [f"history:{first.exchange_index}", f"history:{second.exchange_index}"],
+                    },
                     keys=[a for a, _ in renamed],
                 )
 

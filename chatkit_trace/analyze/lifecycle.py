@@ -25,6 +25,7 @@ from ._shared import (
 
 @analyzer("CK101")
 def output_after_terminal(ctx: Context) -> Iterator[Finding]:
+    # long-function: CK101 and its exceptions (resume repeats, stop notices, history consequences) in one verdict read top to bottom
     """CK101 (R3.5, R2.5a): output for a run after its terminal.
 
     On a direct run stream the reader stopped at the terminal (or, for a
@@ -235,6 +236,7 @@ def _paused_for_client(frames) -> str | None:
 
 @analyzer("CK102", "CK104", "CK112", "CK114", "CK116")
 def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
+    # long-function: four codes that split one decision (CK102/104/112/114); together so each case excludes the others
     """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
     Hermes ``done``) arrived with no conclusion before it: the adapter would
     have to invent an outcome.  Not when a later request continues the run
@@ -397,7 +399,11 @@ def connection_broke(ctx: Context) -> Iterator[Finding]:
             for o in ctx.exchange_records()
         )
         how = {"fact": "a later stream concluded it", "history": "a later history read settled it", "status": "a later status read settled it"}
-        after = f"; {how.get(settled, 'it was settled later')}" if settled else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
+        after = (
+            f"; {how.get(settled, 'it was settled later')}"
+            if settled
+            else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
+        )
         note, more = _history_note(ctx, end.session_id, end.run_id, "CK103")
         if note:
             note = note.replace("what the UI dropped", "what the cut stream did not deliver or the backend did not keep") \

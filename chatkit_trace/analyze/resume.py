@@ -277,7 +277,7 @@ class _Session:
             ints = [_int(it.id) for it in s.items if it.at <= r.started_at]
             if any(v is None for v in ints):
                 return None
-            for a, b in zip(ints, ints[1:]):
+            for a, b in zip(ints, ints[1:], strict=False):
                 if b - a != 1:  # type: ignore[operator]
                     return None
                 steps += 1
@@ -304,6 +304,7 @@ class _Session:
                 return
 
     def check(self, r: Source) -> ResumeCheck:
+        # long-function: one session's resume check as one walk over its sources
         e = self.ctx.exchanges[r.exchange]
         cursor = r.cursor or ""
         header = e.header("Last-Event-ID")
@@ -356,14 +357,14 @@ class _Session:
                     missing[it.key] = Problem("skip", where, it.key, why)
                 # 3. reorders against this list
                 order = {it.key: k for k, it in enumerate(suffix)}
-                self._reorder(out, [it for it in rest if it.key in order], lambda it: order[it.key],
+                self._reorder(out, [it for it in rest if it.key in order], lambda it: order[it.key],  # noqa: B023 - called at once, inside this iteration
                               f"{s.label} has them the other way round")
         # 4. ids that count by one: the number after the cursor comes next
         c = _int(cursor)
         counted = self.counting(r) if c is not None else None
         ints = [_int(it.id) for it in rest]
         if counted is not None and c is not None and rest and all(v is not None for v in ints):
-            steady = all(b - a == 1 for a, b in zip(ints, ints[1:]))  # type: ignore[operator]
+            steady = all(b - a == 1 for a, b in zip(ints, ints[1:], strict=False))  # type: ignore[operator]
             first = ints[0]
             assert first is not None
             if first > c + 1 and steady:

@@ -129,7 +129,7 @@ def resume_order(ctx: Context) -> Iterator[Finding]:
             problems.append((frame_ref(e.index, frames[-1].index), f"replay skips {len(missing)} event(s) seen after the cursor: {', '.join(missing[:5])}"))
         order = [eid for eid in replay_ids if eid in expected]
         if order != [eid for eid in expected if eid in order]:
-            bad = next(i for i, (a, b) in enumerate(zip(order, [x for x in expected if x in order])) if a != b)
+            bad = next(i for i, (a, b) in enumerate(zip(order, [x for x in expected if x in order], strict=False)) if a != b)
             f = next(f for f in frames if f.event_id == order[bad])
             problems.append((frame_ref(e.index, f.index), f"replay is out of order: {order[bad]!r} came before an earlier event"))
         live_started = None

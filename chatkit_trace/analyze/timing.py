@@ -49,7 +49,7 @@ def stalls(ctx: Context) -> Iterator[Finding]:
             yield from _run_stalls(ex, limit)
             continue
         frames = _incoming(ex)
-        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:])]
+        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
         if not gaps:
             continue
         gap, a, b = max(gaps, key=lambda g: g[0])
@@ -75,7 +75,7 @@ def _run_stalls(ex, limit: float) -> Iterator[Finding]:
             continue
         per_run.setdefault((fr.session_id, fr.run_id), []).append(fr)
     for (sid, run_id), frames in per_run.items():
-        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:])]
+        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
         if not gaps:
             continue
         gap, a, b = max(gaps, key=lambda g: g[0])

@@ -202,7 +202,13 @@ def reserved_data_kinds(ctx: Context) -> Iterator[Finding]:
         if not rec.result.accepted or not isinstance(rec.fact, MessageFact):
             continue
         for p in rec.fact.message.parts:
-            if isinstance(p, DataPart) and isinstance(p.kind, str) and p.kind.startswith("chatkit.") and p.kind not in BUILTIN_DATA_KINDS and p.kind not in seen:
+            if (
+                isinstance(p, DataPart)
+                and isinstance(p.kind, str)
+                and p.kind.startswith("chatkit.")
+                and p.kind not in BUILTIN_DATA_KINDS
+                and p.kind not in seen
+            ):
                 seen.add(p.kind)
                 yield make_finding(
                     "CK305",

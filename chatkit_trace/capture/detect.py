@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 __all__ = ["Guess", "guess_profile", "route_label", "unmatched_hint", "describe_routes"]
@@ -66,7 +66,7 @@ class Guess:
         return "looks like " + " or ".join(self.profiles)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _preset(name: str) -> Any:
     from .profiles import load_profile
 

@@ -396,6 +396,7 @@ class IdentityTracker:
         self.started: set[str] = set()
 
     def assign(self, match: Match, exchange_index: int) -> Match:
+        # long-function: the identity steps of one exchange in the order the module docstring gives them
         """The final ids of one exchange (see the module docstring)."""
         cap = match.capability
         plan = match.plan

@@ -458,6 +458,7 @@ def import_file(
     fmt: str = "auto",
     progress: Progress | None = None,
 ) -> ImportResult:
+    # long-function: one import (read, classify, store, derive) in the order its progress reports
     """Import a HAR or flow file into ``store`` (a :class:`~chatkit_trace.store.TraceStore`).
 
     ``profile`` is a :class:`Profile` or a name/path for :func:`load_profile`.
@@ -574,6 +575,7 @@ def _remove(path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # long-function: the import command: each bad input's one-line error next to its check
     from ..store import TraceStore
 
     src = Path(args.file)

@@ -961,7 +961,7 @@ def _body_json(body: bytes | str | None) -> Any:
     if not body:
         return None
     head = body[:1] if isinstance(body, bytes | str) else b""
-    if head not in (b"{", b"[", "{", "[") and not body.lstrip()[:1] in (b"{", b"[", "{", "["):
+    if head not in (b"{", b"[", "{", "[") and body.lstrip()[:1] not in (b"{", b"[", "{", "["):
         return None
     try:
         return json.loads(body)

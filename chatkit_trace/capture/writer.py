@@ -176,7 +176,7 @@ def _redacted(ex: Exchange, where: str) -> None:
 
 
 def _redacted_headers(ex: Exchange, side: str, before: Sequence[tuple[str, str]], after: Sequence[tuple[str, str]]) -> None:
-    for (k, v), (_, v2) in zip(before, after):
+    for (k, v), (_, v2) in zip(before, after, strict=False):
         if v != v2:
             _redacted(ex, f"{side}.header:{k.lower()}")
 

@@ -56,6 +56,6 @@ def pass_abnormal_closes(on: bool = True) -> bool:
             return original(self, event)
 
         send2.__wrapped__ = original  # type: ignore[attr-defined]
-        layer.WebsocketConnection.send2 = send2
+        layer.WebsocketConnection.send2 = send2  # type: ignore[method-assign]  # the patch this module exists for
         _state["patched"] = True
     return passing_abnormal_closes() if on else False

@@ -375,7 +375,7 @@ def _match(expected: Any, got: Any, path: str) -> str | None:
             return f"{path}: expected a list, got {_short(got)}"
         if len(expected) != len(got):
             return f"{path}: expected {len(expected)} items, got {len(got)}: {_short(got)}"
-        for i, (e, g) in enumerate(zip(expected, got)):
+        for i, (e, g) in enumerate(zip(expected, got, strict=False)):
             diff = _match(e, g, f"{path}[{i}]")
             if diff is not None:
                 return diff
@@ -622,6 +622,7 @@ def _part_summary(part: Mapping[str, Any]) -> str:
 
 
 def render_text(outcome: Outcome, width: int | None = None) -> str:
+    # long-function: one table of rows, then the snapshot: the column layout is one piece
     """A readable report: one row per line, then the final snapshot.
 
     Plain text (no colour, ASCII frames, no trailing newline) so it can go

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, cast
 
 from ._model import RunError, RuntimeMessage, WorkItem, message_from_json, work_item_from_json
 from ._values import ABSENT, freeze, thaw
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-class FactRejectReason(str, enum.Enum):
+class FactRejectReason(str, enum.Enum):  # noqa: UP042 - str() of a member names the member, as before; a StrEnum would print the value
     """The 13 reasons of SPEC R3.6; the value is chatkit's wire string."""
 
     DUPLICATE_EVENT = "duplicate-event"
@@ -227,7 +227,7 @@ class InterruptedFact(_FactBase):
         return out
 
 
-Fact = Union[MessageFact, DeltaFact, PhaseFact, WorkItemFact, CompletedFact, FailedFact, InterruptedFact]
+Fact = MessageFact | DeltaFact | PhaseFact | WorkItemFact | CompletedFact | FailedFact | InterruptedFact
 FACT_KINDS: dict[str, type] = {
     c.kind: c
     for c in (MessageFact, DeltaFact, PhaseFact, WorkItemFact, CompletedFact, FailedFact, InterruptedFact)
@@ -252,10 +252,10 @@ def fact_from_json(obj: Mapping[str, Any]) -> Fact:
         return MessageFact(message=message_from_json(obj.get("message")), **common)
     if kind == "delta":
         return DeltaFact(
-            message_id=obj.get("messageId"), part_id=obj.get("partId"), delta=obj.get("delta"), **common
+            message_id=cast(str, obj.get("messageId")), part_id=cast(str, obj.get("partId")), delta=cast(str, obj.get("delta")), **common
         )
     if kind == "phase":
-        return PhaseFact(phase=obj.get("phase"), **common)
+        return PhaseFact(phase=cast(str, obj.get("phase")), **common)
     if kind == "work-item":
         return WorkItemFact(work_item=work_item_from_json(obj.get("workItem")), **common)
     if kind == "completed":

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
 from ._errors import HistoryFormatError, InvalidMessageError
 from ._values import ABSENT, FrozenDict, freeze, thaw
@@ -298,7 +298,7 @@ class DataPart:
         return out
 
 
-RuntimePart = Union[TextPart, ReasoningPart, ToolCallPart, MediaPart, DataPart]
+RuntimePart = TextPart | ReasoningPart | ToolCallPart | MediaPart | DataPart
 
 _TEXT_KEYS = frozenset({"id", "type", "text"})
 _TOOL_KEYS = frozenset(
@@ -319,7 +319,7 @@ def part_from_json(obj: Any, message_id: str | None = None, source: str = "live"
     pid_s = pid if isinstance(pid, str) else None
     if ptype == "text" or ptype == "reasoning":
         cls = TextPart if ptype == "text" else ReasoningPart
-        return cls(pid, obj.get("text", ABSENT), _extra(obj, _TEXT_KEYS))  # type: ignore[arg-type]
+        return cls(pid, obj.get("text", ABSENT), _extra(obj, _TEXT_KEYS))
     if ptype == "tool-call":
         error = obj.get("error", ABSENT)
         if isinstance(error, Mapping):

@@ -63,9 +63,9 @@ class PVec(Sequence[T], Generic[T]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PVec):
-            return self._len == other._len and all(a == b for a, b in zip(self, other))
+            return self._len == other._len and all(a == b for a, b in zip(self, other, strict=False))
         if isinstance(other, (list, tuple)):
-            return self._len == len(other) and all(a == b for a, b in zip(self, other))
+            return self._len == len(other) and all(a == b for a, b in zip(self, other, strict=False))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

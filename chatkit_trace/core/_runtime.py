@@ -44,7 +44,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from ._errors import HistoryFormatError, InvalidMessageError
 from ._facts import (
@@ -67,6 +67,7 @@ from ._model import (
     HistoryResult,
     ReasoningPart,
     RuntimeMessage,
+    SessionInfo,
     TextPart,
     ToolCallPart,
     WorkItem,
@@ -240,7 +241,7 @@ class ChatCore:
         self._run_views: tuple[RunView, ...] | None = ()
         self._queue: list[str] = []
         self._requests: list[DispatchRequest | AbortRequest | ResumeRequest] = []
-        self._session_info = None
+        self._session_info: SessionInfo | None = None
         self._history = HistoryView()
         self._disposed = False
         self._version = 0
@@ -402,9 +403,9 @@ class ChatCore:
         if not isinstance(message, RuntimeMessage):
             try:
                 message = message_from_json(message, "live")
-            except InvalidMessageError as err:
-                self._invalid(err)
-                return rejected(R.INVALID_MESSAGE, err.rule)
+            except InvalidMessageError as exc:
+                self._invalid(exc)
+                return rejected(R.INVALID_MESSAGE, exc.rule)
         msg = coerce_tool_errors(message.with_run_id(run_id))  # R13.2, R5.3
         pos = self._index.get(msg.id) if type(msg.id) is str else None
         old = self._messages[pos] if pos is not None else None
@@ -423,7 +424,7 @@ class ChatCore:
         if old is not None:
             if old == msg:
                 return _REJ_NO_CHANGE
-            self._messages = self._messages.set(pos, msg)
+            self._messages = self._messages.set(cast(int, pos), msg)  # old is not None: pos is its index
             shown = self._exec_tools.pop(msg.id, None)
             self._tool_settlements(run, old.parts if shown is None else shown, msg)
         else:
@@ -457,6 +458,7 @@ class ChatCore:
         position: Any = None,
         at: float | None = None,
     ) -> FactResult:
+        # long-function: the delta rule (R2.4) with its rejections in the rule's order, read against docs/rules.md
         """Append text to an existing text or reasoning part (R2.4 ``delta``): O(1)."""
         # The hot path: the gate is inlined.
         if self._disposed:
@@ -592,7 +594,7 @@ class ChatCore:
     def _running_work(self, run: _Run) -> str | None:
         for wid, item in run.view.work_items.items():
             if item.status == "running":
-                return wid
+                return cast(str, wid)
         for mid in run.message_ids:
             parts = self._exec_tools.get(mid)  # what the facts said, not a display update
             if parts is None:
@@ -831,9 +833,9 @@ class ChatCore:
         if not isinstance(message, RuntimeMessage):
             try:
                 message = message_from_json(message, "content")
-            except InvalidMessageError as err:
-                self._invalid(err)
-                return rejected(R.INVALID_MESSAGE, err.rule)
+            except InvalidMessageError as exc:
+                self._invalid(exc)
+                return rejected(R.INVALID_MESSAGE, exc.rule)
         pos = self._index.get(message.id) if isinstance(message.id, str) else None
         if pos is not None:
             message = message.with_run_id(self._messages[pos].run_id)
@@ -955,8 +957,8 @@ class ChatCore:
         for item in project or ():
             try:
                 msg = item if isinstance(item, RuntimeMessage) else message_from_json(item, "projection")
-            except InvalidMessageError as err:
-                self._invalid(err.with_source("projection"))
+            except InvalidMessageError as exc:
+                self._invalid(exc.with_source("projection"))
                 continue
             msg = coerce_tool_errors(msg.with_run_id(run_id))
             err = check_message(msg, "projection")
@@ -989,7 +991,7 @@ class ChatCore:
             view = run.view
             self._set_view(
                 run,
-                replace(view, status=next_run_status(view.status, "dispatch"), dispatch="pending", connection="connected"),
+                replace(view, status=cast(str, next_run_status(view.status, "dispatch")), dispatch="pending", connection="connected"),
             )
             self._requests.append(
                 DispatchRequest(run_id, view.via or "run", view.input, before, view.target_run_id)
@@ -1057,7 +1059,7 @@ class ChatCore:
                 run,
                 replace(
                     view,
-                    status=next_run_status(view.status, "cancel"),
+                    status=cast(str, next_run_status(view.status, "cancel")),
                     interrupt_reason="cancelled",
                     settled_at=self._now(at),
                 ),
@@ -1114,6 +1116,7 @@ class ChatCore:
         project: Sequence[RuntimeMessage | Mapping[str, Any]] | None,
         at: float | None,
     ) -> CommandResult:
+        # long-function: regenerate and edit (R9) with their checks in the spec's order
         if self._disposed:
             return _refuse("the runtime is disposed")
         if via not in self.capabilities:
@@ -1134,7 +1137,7 @@ class ChatCore:
         # with the messages from the target's first one on; keep what came
         # before (R10.2: "替换目标轮次及之后的消息与运行记录，保留之前的内容").
         order = list(self._runs)
-        cut_runs = order[order.index(target) :]
+        cut_runs = order[order.index(cast(str, target)) :]  # trun is not None: target names it
         cut_set = set(cut_runs)
         earlier = set(order) - cut_set
         messages = list(self._messages)
@@ -1213,14 +1216,14 @@ class ChatCore:
         if not isinstance(result, HistoryResult):
             try:
                 result = history_from_json(result)
-            except HistoryFormatError as err:
-                return _refuse(f"history is not a HistoryResult: {err}")
-            except InvalidMessageError as err:
-                err = err.with_source("history")
-                self._invalid(err)
-                return _refuse(str(err), R.INVALID_MESSAGE.value, err.rule)
+            except HistoryFormatError as exc:
+                return _refuse(f"history is not a HistoryResult: {exc}")
+            except InvalidMessageError as exc:
+                exc = exc.with_source("history")
+                self._invalid(exc)
+                return _refuse(str(exc), R.INVALID_MESSAGE.value, exc.rule)
         coerced = tuple(coerce_tool_errors(m) for m in result.messages)
-        if any(a is not b for a, b in zip(coerced, result.messages)):
+        if any(a is not b for a, b in zip(coerced, result.messages, strict=False)):
             result = replace(result, messages=coerced)
         err = check_history(result)
         if err is not None:

@@ -49,7 +49,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import InvalidMessageError
 from ._facts import to_run_error
@@ -178,7 +178,10 @@ def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
     return InvalidMessageError("part-type", mid, pid if isinstance(pid, str) else None, source)
 
 
-def coerce_tool_errors(msg: Any) -> Any:
+_M = TypeVar("_M")
+
+
+def coerce_tool_errors(msg: _M) -> _M:
     """``msg`` with every tool-call part's malformed ``error`` passed through
     ``toRunError`` (seed 000 §5: "run failure and ToolCallPart.error use
     RunError"; "Core 在准入时用 toRunError 兜底").  Returns ``msg`` itself when
@@ -191,7 +194,7 @@ def coerce_tool_errors(msg: Any) -> Any:
             if new is None:
                 new = list(msg.parts)
             new[i] = replace(part, error=to_run_error(part.error))
-    return msg if new is None else msg.with_parts(tuple(new))
+    return msg if new is None else msg.with_parts(tuple(new))  # type: ignore[return-value]  # a RuntimeMessage in, one out
 
 
 def check_message(

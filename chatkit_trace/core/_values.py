@@ -62,10 +62,11 @@ class FrozenDict(dict):  # type: ignore[type-arg]
     """A read-only ``dict``: equal to, and serialised like, a plain dict."""
 
     __slots__ = ("_hash",)
+    _hash: int
 
     __setitem__ = _readonly
     __delitem__ = _readonly
-    __ior__ = _readonly  # type: ignore[assignment]
+    __ior__ = _readonly
     clear = _readonly
     pop = _readonly
     popitem = _readonly

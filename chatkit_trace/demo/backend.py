@@ -239,6 +239,7 @@ Step = tuple[dict[str, Any], str] | None
 
 
 def script(kind: str, text: str = "", opts: SessionOptions = SessionOptions()) -> list[Step]:
+    # long-function: a scenario's events in order, each bug switched in where it happens
     """The events of a scenario after ``started`` (with the session's bugs applied)."""
     if kind == "fail":
         steps: list[Step] = [

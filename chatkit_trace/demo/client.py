@@ -230,7 +230,7 @@ class Page:
     async def quiet(self, timeout: float = 10.0, *, keep: int = 0) -> None:
         """Wait until no capability call is in flight and the runtime's tasks are done
         (``keep``: readers allowed to stay open, e.g. a subscription)."""
-        tasks = getattr(self.runtime, "_tasks", set())
+        tasks: set[Any] = getattr(self.runtime, "_tasks", set())
         await self.until(
             lambda: self.chat.in_flight == 0 and len(tasks) <= keep, timeout, "the page to go quiet"
         )

@@ -25,7 +25,7 @@ Layering: the engine sits on the replay (:mod:`chatkit_trace.pipeline`), the
 analyzers and the store; the store knows nothing of it.
 """
 
-from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings
+from ._engine import TRACE_LEVEL, Deriver, DeriveResult, SessionDerivation, derive_exchanges, merge_findings
 from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
 from ._sessions import TraceSessions, split_shared
 

@@ -264,8 +264,8 @@ class _Builder:
         from ..fixtures.export import scrub_exchanges
 
         out = scrub_exchanges(exchanges)
-        for old, new in zip(exchanges, out):
-            for k, (a, b) in enumerate(zip(old.frames, new.frames)):
+        for old, new in zip(exchanges, out, strict=False):
+            for k, (a, b) in enumerate(zip(old.frames, new.frames, strict=False)):
                 if b.raw is not None and a.text != b.text:
                     new.frames[k] = replace(b, raw=None)  # the bytes still hold the text: rebuilt from fields
         return out
@@ -633,6 +633,7 @@ def write_report(
     title: str | None = None,
     on_session: Callable[[SessionDerivation], None] | None = None,
 ) -> ReportResult:
+    # long-function: the report's sections in page order
     """Analyse ``trace`` as ``check`` does and write the self-contained HTML report to ``output``.
 
     ``keep`` selects the findings the report shows (``check --html`` passes

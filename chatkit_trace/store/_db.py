@@ -404,7 +404,7 @@ class TraceStore:
         cursor = self.db.conn.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
         for row in cursor:
-            ex = exchange_from_row(dict(zip(names, row)))
+            ex = exchange_from_row(dict(zip(names, row, strict=False)))
             if with_frames:
                 ex.frames = self.frames(ex.index)
             yield ex

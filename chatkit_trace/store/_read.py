@@ -190,7 +190,7 @@ class TraceReader:
             f"SELECT * FROM exchanges WHERE capability IS NOT NULL AND {where} ORDER BY started_at, id", params
         )
         names = [d[0] for d in cur.description]
-        return [exchange_from_row(dict(zip(names, r))) for r in cur]
+        return [exchange_from_row(dict(zip(names, r, strict=False))) for r in cur]
 
     def session_signature(self, session: str, default_session: str | None) -> tuple[Any, ...]:
         """Changes when the session's exchanges or frames change (live tail)."""

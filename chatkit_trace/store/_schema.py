@@ -27,6 +27,7 @@ MIGRATIONS = Migrations("chatkit_trace")
 
 @MIGRATIONS(name="0001_initial")
 def _initial(db: Database) -> None:
+    # long-function: the initial schema: one CREATE statement per table
     db["meta"].create({"key": str, "value": str}, pk="key")
     db["exchanges"].create(
         {

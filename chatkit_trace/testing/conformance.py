@@ -468,6 +468,7 @@ async def _regenerate(report: ScenarioReport, harness: ConformanceHarness, rt: C
 
 
 async def _scenario(harness: ConformanceHarness, kind: str) -> ScenarioReport:
+    # long-function: one conformance scenario, step by step as the spec lists them
     report = ScenarioReport(kind)
     base = "regenerate" if kind == "regenerate" else ("text" if kind == "history" else kind)
     step = "creating the adapter"
@@ -557,7 +558,7 @@ def run_scenario(harness: ConformanceHarness, kind: str) -> ScenarioReport:
     ``history``) in a fresh event loop and return its report."""
     try:
         return asyncio.run(asyncio.wait_for(_scenario(harness, kind), harness.timeout * 6))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         report = ScenarioReport(kind)
         report.check("R12", False, f"the {kind} scenario did not finish within {harness.timeout * 6:.0f} s")
         return report

@@ -147,6 +147,7 @@ def _kind(value: dict[str, object], expected: bool) -> RPCKind:
 
 
 def classify(value: object, *, expected: bool = False) -> JSONRPCMessage:
+    # long-function: JSON-RPC 2.0's message shapes in the specification's order
     """Classify one parsed JSON value as a JSON-RPC 2.0 message.
 
     Args:

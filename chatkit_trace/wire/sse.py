@@ -124,6 +124,19 @@ class SSEParser:
         position: bytes consumed so far (BOM included).
     """
 
+    # the event block being read (see _reset_block)
+    _b_start: int | None
+    _b_lines: list[bytes]
+    _b_data: list[bytes]
+    _b_offsets: list[int]
+    _b_event: str | None
+    _b_id: str | None
+    _b_retry: int | None
+    _b_comments: int
+    _b_fields: bool
+    _b_lost_data: bool
+    _b_error: DecodeError | None
+
     def __init__(self, *, max_line: int = DEFAULT_MAX_LINE, emit_empty: bool = False) -> None:
         if max_line < 1:
             raise ValueError("max_line must be positive")
@@ -354,17 +367,17 @@ class SSEParser:
     # -- events -------------------------------------------------------------
 
     def _reset_block(self) -> None:
-        self._b_start: int | None = None
-        self._b_lines: list[bytes] = []
-        self._b_data: list[bytes] = []
-        self._b_offsets: list[int] = []
-        self._b_event: str | None = None
-        self._b_id: str | None = None
-        self._b_retry: int | None = None
+        self._b_start = None
+        self._b_lines = []
+        self._b_data = []
+        self._b_offsets = []
+        self._b_event = None
+        self._b_id = None
+        self._b_retry = None
         self._b_comments = 0
         self._b_fields = False
         self._b_lost_data = False
-        self._b_error: DecodeError | None = None
+        self._b_error = None
 
     def _dispatch(self, end: int, out: list[SSEEvent]) -> None:
         """A blank line at ``end`` (WHATWG "dispatch the event")."""
@@ -432,7 +445,7 @@ class SSEParser:
 
     def _locate(self, index: int) -> int:
         """Stream offset of byte ``index`` of the LF-joined data buffer."""
-        for value, offset in zip(self._b_data, self._b_offsets):
+        for value, offset in zip(self._b_data, self._b_offsets, strict=False):
             if index <= len(value):
                 return offset + index
             index -= len(value) + 1

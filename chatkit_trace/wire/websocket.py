@@ -30,8 +30,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from .frames import Frame, _decode_text
 from .frames import _DECODER as _JSON
+from .frames import Frame, _decode_text
 
 __all__ = ["WebSocketMessageLike", "frames_from_har", "ws_frame", "ws_frame_from_message"]
 

@@ -25,7 +25,7 @@ def live_and_history(name: str, history: str, body_key: str | None = None):
 def assert_isomorphic(live, hist) -> None:
     """Same message ids in the same order, same part ids, types and content (R8.4)."""
     assert [m.id for m in hist] == [m.id for m in live]
-    for a, b in zip(live, hist):
+    for a, b in zip(live, hist, strict=False):
         assert (a.role, visible(a), a.metadata) == (b.role, visible(b), b.metadata), a.id
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 from ag_ui.core import (
     EventType,
+    Interrupt,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -21,7 +22,6 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageStartEvent,
 )
-from ag_ui.core import Interrupt
 from ag_ui.encoder import EventEncoder
 
 from chatkit_trace.adapters import (

@@ -48,7 +48,7 @@ def sse_values(data: bytes, seed: int | None = None) -> list[Any]:
         rnd = random.Random(seed)
         cuts = sorted(rnd.sample(range(1, len(data)), min(len(data) - 1, rnd.randint(1, 40))))
     parser, events = SSEParser(), []
-    for a, b in zip([0, *cuts], [*cuts, len(data)]):
+    for a, b in zip([0, *cuts], [*cuts, len(data)], strict=False):
         events += parser.feed(data[a:b])
     events += parser.flush()
     values = []

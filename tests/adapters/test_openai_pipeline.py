@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from chatkit_trace.adapters import create_adapter
 from chatkit_trace.adapters.openai import OpenAIProtocol
 from chatkit_trace.pipeline import replay

@@ -190,7 +190,12 @@ def chunks(text: str) -> list:
 
 def test_openai_reads_session_and_run_ids_from_the_body():
     calls = [
-        Call("POST", "/v1/chat/completions", {"sessionId": "s-body", "runId": "turn-1", "messages": [{"role": "user", "content": "hi"}], "stream": True}, sse=chunks("Hello")),
+        Call(
+            "POST",
+            "/v1/chat/completions",
+            {"sessionId": "s-body", "runId": "turn-1", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+            sse=chunks("Hello"),
+        ),
     ]
     exchanges, _ = build(calls, "openai")
     assert (exchanges[0].session_id, exchanges[0].run_id, exchanges[0].run_id_source) == ("s-body", "turn-1", "body")
@@ -198,7 +203,7 @@ def test_openai_reads_session_and_run_ids_from_the_body():
 
 def test_openai_same_text_in_two_runs_is_not_one_message():
     live = []
-    for k, t in enumerate((0.0, 1.0), start=1):
+    for t in (0.0, 1.0):
         live.append(Call("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "q"}], "stream": True},
                          sse=chunks("OK"), t=t, headers={"X-Session-Id": "s1"}))
     exchanges, adapter = build(live, "openai")

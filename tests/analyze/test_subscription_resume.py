@@ -22,7 +22,7 @@ def ev(i: Any, run: str, kind: str, **kw: Any) -> dict[str, Any]:
 def run_events(run: str, ids: list[Any], texts: tuple[str, ...] = ("One ", "two ", "three")) -> list[dict[str, Any]]:
     kinds = [("started", {})] + [("text", {"text": t}) for t in texts] + [("done", {})]
     assert len(ids) == len(kinds)
-    return [ev(i, run, k, **kw) for i, (k, kw) in zip(ids, kinds)]
+    return [ev(i, run, k, **kw) for i, (k, kw) in zip(ids, kinds, strict=False)]
 
 
 def sub(t: float, events: list[dict[str, Any]], cursor: str | None = None, **kw: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def build(calls: list[Call], protocol: str) -> tuple[list[Exchange], Any]:
             data = c.raw if c.raw is not None else sse_bytes(c.sse or [])
             frames = frames_from_body(data, i, transport="sse", at=c.t + c.spacing, spacing=c.spacing)
             if c.times is not None:
-                frames = [replace(f, at=at) for f, at in zip(frames, c.times)]
+                frames = [replace(f, at=at) for f, at in zip(frames, c.times, strict=False)]
             ex.frames, ex.transport, ex.end = frames, "sse", c.end
             ex.response_headers = [("content-type", "text/event-stream")]
             ex.ended_at = (frames[-1].at if frames else c.t) + 0.001

@@ -6,10 +6,12 @@ import pytest
 
 from chatkit_trace.core import (
     ChatCore,
-    FactRejectReason as R,
     RuntimeMessage,
     TextPart,
     WorkItem,
+)
+from chatkit_trace.core import (
+    FactRejectReason as R,
 )
 from chatkit_trace.core._values import ABSENT
 

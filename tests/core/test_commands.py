@@ -8,10 +8,12 @@ from chatkit_trace.core import (
     AbortRequest,
     ChatCore,
     DispatchRequest,
-    FactRejectReason as R,
     ResumeRequest,
+    _state,
 )
-from chatkit_trace.core import _state
+from chatkit_trace.core import (
+    FactRejectReason as R,
+)
 
 from .helpers import running_core, settle, text_msg
 

@@ -11,7 +11,6 @@ from chatkit_trace.core import (
     ChatCore,
     CompletedFact,
     DeltaFact,
-    FactRejectReason as R,
     FailedFact,
     InterruptedFact,
     MessageFact,
@@ -23,6 +22,9 @@ from chatkit_trace.core import (
     WorkItem,
     WorkItemFact,
     message_from_json,
+)
+from chatkit_trace.core import (
+    FactRejectReason as R,
 )
 from chatkit_trace.core._values import ABSENT
 

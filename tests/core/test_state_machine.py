@@ -34,7 +34,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from chatkit_trace.core import AbortRequest, ChatCore, DispatchRequest, FactRejectReason as R, message_from_json
+from chatkit_trace.core import AbortRequest, ChatCore, DispatchRequest, message_from_json
+from chatkit_trace.core import FactRejectReason as R
 
 TEXTS = st.text(alphabet="abc xyz", min_size=1, max_size=4)
 TERMINAL = ("completed", "failed", "interrupted")

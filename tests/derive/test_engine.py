@@ -44,7 +44,9 @@ def test_store_analysis_per_session_matches_whole_trace_analysis(tmp_path):
     seen = []
     result = Deriver(store, adapter).run(write_to=store, on_session=lambda d: seen.append((d.session_id, len(d.replay.frames))))
     per_session, counts = result.findings, result.counts
-    key = lambda f: (f.code, f.session_id, f.run_id, f.frames[0], f.fingerprint)
+    def key(f):
+        return (f.code, f.session_id, f.run_id, f.frames[0], f.fingerprint)
+
     assert sorted(map(key, per_session)) == sorted(map(key, whole))
     assert counts["sessions"] == len(CASES) == len(seen)
     assert [s for s, _ in seen] == [f"s1-{n}" for n in range(len(CASES))]  # in the order the sessions started

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chatkit_trace.addons import faults_path
 
+from chatkit_trace.addons import faults_path
 from chatkit_trace.store import TraceStore
 from tests.integration.backend import free_port
 from tests.integration.proxy import Proc, mitmdump

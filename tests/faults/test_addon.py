@@ -10,11 +10,11 @@ import random
 import time
 
 import pytest
-from chatkit_trace.addons.fault_addon import Faults
-from chatkit_trace.addons.fault_relay import FLOW_HEADER
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow
 
+from chatkit_trace.addons.fault_addon import Faults
+from chatkit_trace.addons.fault_relay import FLOW_HEADER
 from chatkit_trace.capture.recorder import Recorder
 from chatkit_trace.store import TraceStore
 
@@ -214,9 +214,9 @@ async def test_the_relay_answers_502_for_a_dead_backend_and_drops_the_exchange_o
 ):
     import aiohttp
     from aiohttp import web
+
     from chatkit_trace.addons.fault_relay import Plan, Relay
     from chatkit_trace.addons.fault_rules import parse_rule
-
     from tests.integration.backend import free_port
 
     async def hello(request):

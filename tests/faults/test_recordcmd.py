@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 import pytest
-from chatkit_trace.addons import faults_path
 
+from chatkit_trace.addons import faults_path
 from chatkit_trace.cli import record as recordcmd
 from tests.integration.backend import free_port
 from tests.integration.proxy import BIN, Proc

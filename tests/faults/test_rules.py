@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from chatkit_trace.addons.fault_rules import (
     FaultRuleError,
     Target,
@@ -10,7 +11,6 @@ from chatkit_trace.addons.fault_rules import (
     parse_rule,
     parse_rules,
 )
-
 from chatkit_trace.capture.identity import Match
 
 

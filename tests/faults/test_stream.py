@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass
 
 import pytest
+
 from chatkit_trace.addons.fault_rules import parse_rule
 from chatkit_trace.addons.fault_stream import (
     END,
@@ -22,7 +23,6 @@ from chatkit_trace.addons.fault_stream import (
     corrupt,
     sse_event_id,
 )
-
 from chatkit_trace.wire import SSEParser, make_decoder
 
 STREAM = (

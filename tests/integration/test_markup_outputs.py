@@ -16,7 +16,6 @@ import json
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -192,7 +191,7 @@ def test_the_html_report_shows_recorded_text_as_it_was_recorded(recorded, tmp_pa
             assert page.locator("#findings-table b").count() == 0  # the backend's <b> is text, not an element
             runs = page.inner_text("#runs-view")
             assert SID in runs and RUN in runs and RUN2 in runs
-            page.click(f"#findings-table tr[data-code='CK201'] a.frame-link >> nth=0")
+            page.click("#findings-table tr[data-code='CK201'] a.frame-link >> nth=0")
             page.wait_for_selector("#run-view:not([hidden])")
             body = page.inner_text("#cmp-body")
             assert "[link=https://example.test/x]three[/link]" in body and "C:\\" in body, body

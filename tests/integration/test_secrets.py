@@ -116,7 +116,6 @@ async def test_no_secret_byte_in_any_file_the_recording_or_its_export_produced(t
         live = files(rec)
         assert Path(f"{db}-wal") in live and scan(live) == []  # mid-recording: the file and its WAL as they are
         store = stopped_store(p, db)
-        wal_seen = Path(f"{db}-wal").exists()
     # What the recorder logged about this recording holds none of them either.
     ours = "\n".join(line for line in p.lines if "chatkit-trace" in line)
     assert "run r1: completed" in ours

@@ -107,7 +107,9 @@ def test_second_send_while_a_run_is_still_active_is_dispatched_anyway():
 
 
 def test_history_read_after_a_run_is_recorded_with_snapshots():
-    hist = {"runs": [{"id": "r1", "status": "completed", "input": "hello", "created_at": 1, "frames": [{"id": f"e{i}", "event": e} for i, e in enumerate(TEXT)]}]}
+    hist = {
+        "runs": [{"id": "r1", "status": "completed", "input": "hello", "created_at": 1, "frames": [{"id": f"e{i}", "event": e} for i, e in enumerate(TEXT)]}]
+    }
     h = Exchange(1, "GET", "http://backend/sessions/s1/runs", started_at=10, ended_at=10.1, status=200,
                  response_body=json.dumps(hist).encode(), capability="history", session_id="s1")
     r = replay([run_exchange(0, "r1", TEXT), h], ADAPTER)

@@ -53,7 +53,7 @@ def task_of(rep) -> str:
 
 def assert_isomorphic(live, hist) -> None:
     assert [m.id for m in hist] == [m.id for m in live]
-    for a, b in zip(live, hist):
+    for a, b in zip(live, hist, strict=False):
         assert (a.role, visible(a)) == (b.role, visible(b)), a.id
 
 

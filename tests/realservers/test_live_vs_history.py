@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.derive import Deriver
 from chatkit_trace.cli import main
+from chatkit_trace.derive import Deriver
 from chatkit_trace.loading import open_trace
 
 from .harness import REPO_ROOT, free_port

@@ -459,7 +459,7 @@ def test_hermes_responses_tool(hermes_peer):
     events = ex["stream"].sse()
     assert all(e.event for e in events)
     payloads = [json.loads(e.data) for e in events]
-    assert all(e.event == p["type"] for e, p in zip(events, payloads))
+    assert all(e.event == p["type"] for e, p in zip(events, payloads, strict=False))
     assert all("sequence_number" in p for p in payloads)
     assert payloads[-1]["type"] == "response.completed"
     item_types = {p["item"]["type"] for p in payloads if p["type"] == "response.output_item.added"}

@@ -27,7 +27,9 @@ def _trace(path):
 def test_frames_in_replay_order_and_after_a_key(tmp_path):
     reader = TraceReader(_trace(tmp_path / "t.db"))
     assert list(reader.frame_times(0, 10.0)) == [(0, 10.0), (3, 10.0), (4, 10.2), (1, 10.5), (2, 10.5)]
-    after = lambda key: [f.index for _, f in reader.frames_by_time(0, 10.0, after=key, batch=2)]
+    def after(key):
+        return [f.index for _, f in reader.frames_by_time(0, 10.0, after=key, batch=2)]
+
     assert after(None) == [0, 3, 4, 1, 2]
     assert after((10.5, -1)) == [1, 2]  # from t on
     assert after((10.5, 1)) == [2]  # after that frame

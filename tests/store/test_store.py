@@ -7,8 +7,6 @@ import sqlite3
 
 import pytest
 
-from chatkit_trace.adapters import create_adapter
-from chatkit_trace.examples.my_protocol import MyProtocol
 from chatkit_trace.store import SCHEMA_VERSION, TraceFormatError, TraceStore
 from chatkit_trace.trace import Exchange, frames_from_body
 

@@ -253,8 +253,9 @@ def test_a_scenario_fails_with_a_check_never_an_exception():
 
 
 def test_an_exception_is_a_check_that_names_the_step():
-    from chatkit_trace.testing.conformance import _scenario
     import asyncio
+
+    from chatkit_trace.testing.conformance import _scenario
 
     class DecodeRaises(MyProtocol):
         def project_input(self, input, ctx):  # type: ignore[override]

@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from chatkit_trace.viewer.analysis import analyse
-from chatkit_trace.viewer.data import TraceData
 
 from chatkit_trace.cli.check import run_check
 from chatkit_trace.derive import finding_rows
 from chatkit_trace.store import DERIVED_TABLES, TraceStore
+from chatkit_trace.viewer.analysis import analyse
+from chatkit_trace.viewer.data import TraceData
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace

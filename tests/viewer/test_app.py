@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from chatkit_trace.store import TraceStore
 from chatkit_trace.viewer import ViewerApp
 from chatkit_trace.viewer.dialogs import DiffScreen, ExportScreen, HelpScreen
 from chatkit_trace.viewer.run_screen import RunScreen
 from chatkit_trace.viewer.runs_screen import RunsScreen
 from chatkit_trace.viewer.widgets import FindingsList, RunsTable, TimelineView
-
-from chatkit_trace.store import TraceStore
 from chatkit_trace.wire import Frame
 
 from .conftest import long_trace, ready, wait_for

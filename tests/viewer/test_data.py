@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
-from chatkit_trace.viewer.replay import SessionReplayer
-from chatkit_trace.viewer.timeline import build_timeline
 
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
+from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
+from chatkit_trace.viewer.replay import SessionReplayer
+from chatkit_trace.viewer.timeline import build_timeline
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace, long_trace

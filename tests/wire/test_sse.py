@@ -264,7 +264,7 @@ def test_every_two_piece_split_and_byte_by_byte(path: Path) -> None:
 def _random_chunks(data: st.DataObject, body: bytes) -> list[bytes]:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(body)), max_size=40)))
     bounds = [0, *cuts, len(body)]
-    return [body[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 @settings(max_examples=200, deadline=None)

@@ -33,8 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from aiohttp import WSMsgType, web
 import aiohttp
+from aiohttp import WSMsgType, web
 
 HERE = Path(__file__).resolve().parent
 MITMDUMP = Path(sys.executable).with_name("mitmdump")
@@ -260,7 +260,7 @@ CHROME_WS_HAR = {
                         "size": 175,
                         "mimeType": "text/event-stream",
                         "compression": 40,
-                        "text": "aWQ6IGUwCmRhdGE6IHsidHlwZSI6ICJzdGFydGVkIiwgInJ1biI6ICJjMSJ9CgppZDogZTEKZGF0YTogeyJ0eXBlIjogInRleHQiLCAidGV4dCI6ICJIZWxsbyJ9CgppZDogZTIKZGF0YTogeyJ0eXBlIjogInRleHQiLCAidGV4dCI6ICIgd29ybGQifQoKaWQ6IGUzCmRhdGE6IHsidHlwZSI6ICJkb25lIn0KCg==",
+                        "text": "aWQ6IGUwCmRhdGE6IHsidHlwZSI6ICJzdGFydGVkIiwgInJ1biI6ICJjMSJ9CgppZDogZTEKZGF0YTogeyJ0eXBlIjogInRleHQiLCAidGV4dCI6ICJIZWxsbyJ9CgppZDogZTIKZGF0YTogeyJ0eXBlIjogInRleHQiLCAidGV4dCI6ICIgd29ybGQifQoKaWQ6IGUzCmRhdGE6IHsidHlwZSI6ICJkb25lIn0KCg==",  # noqa: E501 - a recorded body, base64
                         "encoding": "base64",
                     },
                     "redirectURL": "",
