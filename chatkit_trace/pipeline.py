@@ -74,9 +74,10 @@ __all__ = [
 
 STREAMING = ("run", "regenerate", "edit", "resume")
 DEFAULT_SESSION = "default"
+_SETTLING = frozenset({"completed", "failed", "interrupted"})
 
 
-@dataclass
+@dataclass(slots=True)
 class FactRecord:
     """One fact and what the Core did with it."""
 
@@ -88,7 +89,7 @@ class FactRecord:
     snapshot_version: int
 
 
-@dataclass
+@dataclass(slots=True)
 class FrameRecord:
     """What became of one frame.
 
@@ -220,6 +221,10 @@ class SessionReplay:
     decoder: SessionDecoder
     runs: dict[str, RunRecord] = field(default_factory=dict)
     history: list[HistoryRecord] = field(default_factory=list)
+    #: The run whose ``live`` snapshot is the Core's current one, taken
+    #: (:meth:`Replayer.settle_live`) only before the Core moves on: one
+    #: snapshot per change of run or command instead of one per fact.
+    pending_live: RunRecord | None = None
 
 
 @dataclass
@@ -289,17 +294,38 @@ class Replayer:
     def admit(self, s: SessionReplay, fact: Fact, ex: int | None, frame: int | None, *, session_id: str | None = None) -> FactRecord:
         if session_id is not None and session_id != s.session_id:
             fact = type(fact)(**{**_fields(fact), "session_id": session_id})
-        result = s.core.admit(fact)
+        core = s.core
+        if s.pending_live is not None:
+            self.settle_live(s)
+        result = core.admit(fact)
         self._seq += 1
-        rec = FactRecord(self._seq, fact, result, ex, frame, s.core.snapshot.version)
+        rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
         self.out.facts.append(rec)
-        if result.accepted and fact.run_id and fact.session_id == s.session_id and ex is not None:
-            run = s.runs.get(fact.run_id)
-            if run is not None:
-                run.live, run.live_at = s.core.snapshot, (ex, frame)
-        if result.accepted and fact.kind in ("completed", "failed", "interrupted"):
-            self._note_settled(s, "fact", fact.at or 0.0)
+        if result.accepted:
+            if fact.run_id and ex is not None and fact.session_id == s.session_id:
+                run = s.runs.get(fact.run_id)
+                if run is not None:
+                    # run.live is the Core's snapshot as of now: taken when the Core moves on
+                    run.live_at = (ex, frame)
+                    s.pending_live = run
+            if fact.kind in _SETTLING:
+                self._note_settled(s, "fact", fact.at or 0.0)
         return rec
+
+    @staticmethod
+    def settle_live(s: SessionReplay) -> None:
+        """Give the run whose live snapshot is pending the Core's snapshot
+        (before the Core changes; :meth:`finish` at the end of a replay)."""
+        run = s.pending_live
+        if run is not None:
+            run.live = s.core.snapshot
+            s.pending_live = None
+
+    def finish(self) -> Replay:
+        """Settle every pending live snapshot; the replay's result."""
+        for s in self.out.sessions.values():
+            self.settle_live(s)
+        return self.out
 
     def drain(self, s: SessionReplay, exchange: Exchange) -> None:
         for req in s.core.take_requests():
@@ -311,6 +337,9 @@ class Replayer:
     # -- exchange start -------------------------------------------------------------
 
     def start(self, exchange: Exchange) -> None:
+        for s in self.out.sessions.values():
+            if s.pending_live is not None:
+                self.settle_live(s)
         self._start(exchange)
         rec = self.out.exchanges[exchange.index]
         if exchange.capability in STREAMING and rec.run_id is not None and rec.reader_stop is None and exchange.frames:
@@ -625,6 +654,7 @@ class Replayer:
             fr.state = "duplicate"
             return
         if ident.starts_run and s.core.run_view(ident.run_id) is None:
+            self.settle_live(s)
             s.core.register_run(run_id=ident.run_id, at=frame.at * 1000.0)
         fr.unknown = not decoded.updates and not self._known(value)
         if fr.unknown:
@@ -637,6 +667,9 @@ class Replayer:
     # -- end of an exchange -----------------------------------------------------------
 
     def end(self, exchange: Exchange) -> None:
+        for s in self.out.sessions.values():
+            if s.pending_live is not None:
+                self.settle_live(s)
         rec = self.out.exchanges[exchange.index]
         readers = self._readers.get((rec.session_id, rec.run_id))
         if readers is not None:
@@ -730,23 +763,33 @@ def replay(
     read the snapshot the UI had at that moment (the HTML report).
     """
     r = Replayer(adapter, capabilities)
+    # (time, exchange, kind, frame, ...): the first four are unique, so the
+    # tuples sort without a key function and never compare the objects.
     events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
+    add = events.append
     for ex in exchanges:
-        events.append((ex.started_at, 0, ex.index, -1, ex, None))
-        last = ex.started_at
+        started, index = ex.started_at, ex.index
+        add((started, index, 0, -1, ex, None))
+        last = started
         for fr in ex.frames:
-            t = max(fr.at, ex.started_at) if fr.at else ex.started_at
-            events.append((t, 1, ex.index, fr.index, ex, fr))
-            last = max(last, t)
-        events.append((max(ex.ended_at or last, last), 2, ex.index, 1 << 30, ex, None))
-    events.sort(key=lambda e: (e[0], e[2], e[1], e[3]))
-    for _, kind, _, _, ex, fr in events:
-        if kind == 0:
-            r.start(ex)
-        elif kind == 1:
-            r.frame(ex, fr)  # type: ignore[arg-type]
+            at = fr.at
+            t = (at if at > started else started) if at else started
+            add((t, index, 1, fr.index, ex, fr))
+            if t > last:
+                last = t
+        ended = ex.ended_at or last
+        add((ended if ended > last else last, index, 2, 1 << 30, ex, None))
+    events.sort()
+    start, frame, end = r.start, r.frame, r.end
+    for _, _, kind, _, ex, fr in events:
+        if kind == 1:
+            frame(ex, fr)  # type: ignore[arg-type]
+        elif kind == 0:
+            start(ex)
         else:
-            r.end(ex)
+            end(ex)
         if observe is not None:
+            for s in r.out.sessions.values():
+                r.settle_live(s)
             observe(kind, ex, fr, r)
-    return r.out
+    return r.finish()

@@ -265,6 +265,11 @@ class ChatCore:
         return snap
 
     @property
+    def version(self) -> int:
+        """The current snapshot's version, without building the snapshot."""
+        return self._version
+
+    @property
     def disposed(self) -> bool:
         return self._disposed
 
