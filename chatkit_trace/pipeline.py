@@ -295,7 +295,11 @@ class Replayer:
         if session_id is not None and session_id != s.session_id:
             fact = type(fact)(**{**_fields(fact), "session_id": session_id})
         core = s.core
-        if s.pending_live is not None:
+        pending = s.pending_live
+        if pending is not None and (pending.run_id != fact.run_id or ex is None or fact.session_id != s.session_id):
+            # The Core may move on for another run: take the pending run's
+            # snapshot now.  (A fact of the pending run itself either replaces
+            # it, when accepted, or leaves the Core as it was.)
             self.settle_live(s)
         result = core.admit(fact)
         self._seq += 1
@@ -506,7 +510,7 @@ class Replayer:
 
     def frame(self, exchange: Exchange, frame: Frame) -> None:
         rec = self.out.exchanges[exchange.index]
-        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, at=frame.at)
+        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, [], [], at=frame.at)
         rec.frames.append(fr)
         self.out.frames.append(fr)
         cap = exchange.capability
@@ -543,7 +547,7 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = self._identity(value)
+        identity = self._identity(value) if self._has_identity else None
         fr.identity = identity
         fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
         if identity is not None and identity.session_id is not None and identity.session_id != s.session_id and not stopped:
@@ -572,13 +576,14 @@ class Replayer:
             fr.error = decoded.error
             rec.reader_stop = ("error", frame.index)
             return
-        fr.unknown = not decoded.updates and value is not DONE and not self._known(value)
-        if fr.unknown:
+        if not decoded.updates and value is not DONE and not self._known(value):
+            fr.unknown = True
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
+        facts = fr.facts
         for fact in decoded.facts:
-            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+            facts.append(self.admit(s, fact, exchange.index, frame.index))
         if decoded.terminal:
             rec.reader_stop = ("terminal", frame.index)
             rec.concluded = True
