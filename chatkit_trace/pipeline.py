@@ -34,10 +34,11 @@ history read with the snapshots around it (for CK201).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._gc import paused_gc
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
     ABSENT,
@@ -75,6 +76,7 @@ __all__ = [
 STREAMING = ("run", "regenerate", "edit", "resume")
 DEFAULT_SESSION = "default"
 _SETTLING = frozenset({"completed", "failed", "interrupted"})
+_NONE: tuple[()] = ()
 
 
 @dataclass(slots=True)
@@ -107,8 +109,10 @@ class FrameRecord:
     state: str
     session_id: str | None = None
     run_id: str | None = None
-    facts: list[FactRecord] = field(default_factory=list)
-    shadow: list[Fact] = field(default_factory=list)
+    #: The frame's facts in order (an empty tuple when it has none).
+    facts: Sequence[FactRecord] = field(default_factory=list)
+    #: Facts decoded after the reader stopped (never admitted; CK101).
+    shadow: Sequence[Fact] = field(default_factory=list)
     error: DecodeError | str | None = None
     #: The event decoded to no update (an unknown event type, R2.4).
     unknown: bool = False
@@ -510,7 +514,9 @@ class Replayer:
 
     def frame(self, exchange: Exchange, frame: Frame) -> None:
         rec = self.out.exchanges[exchange.index]
-        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, [], [], at=frame.at)
+        # No lists of its own until the frame has facts: two fewer objects per
+        # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
+        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, _NONE, _NONE, at=frame.at)
         rec.frames.append(fr)
         self.out.frames.append(fr)
         cap = exchange.capability
@@ -558,15 +564,16 @@ class Replayer:
             foreign = self._foreign_decoder(identity.session_id).decode(
                 value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
-            for fact in foreign.facts:
-                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
+            if foreign.facts:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id) for fact in foreign.facts]
             return
         decoded = s.decoder.decode(
             value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
         )
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
-            fr.shadow = list(decoded.facts)
+            if decoded.facts:
+                fr.shadow = list(decoded.facts)
             return
         if decoded.duplicate:
             fr.state = "duplicate"
@@ -581,9 +588,8 @@ class Replayer:
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
-        facts = fr.facts
-        for fact in decoded.facts:
-            facts.append(self.admit(s, fact, exchange.index, frame.index))
+        if decoded.facts:
+            fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in decoded.facts]
         if decoded.terminal:
             rec.reader_stop = ("terminal", frame.index)
             rec.concluded = True
@@ -650,8 +656,8 @@ class Replayer:
             shadow = self._foreign_decoder(ident.session_id).decode(
                 value, run_id=ident.run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
-            for fact in shadow.facts:
-                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id))
+            if shadow.facts:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id) for fact in shadow.facts]
             if not shadow.facts:
                 fr.state = "wrong-session"
             return
@@ -666,8 +672,8 @@ class Replayer:
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
-        for fact in decoded.facts:
-            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+        if decoded.facts:
+            fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in decoded.facts]
 
     # -- end of an exchange -----------------------------------------------------------
 
@@ -786,15 +792,16 @@ def replay(
         add((ended if ended > last else last, index, 2, 1 << 30, ex, None))
     events.sort()
     start, frame, end = r.start, r.frame, r.end
-    for _, _, kind, _, ex, fr in events:
-        if kind == 1:
-            frame(ex, fr)  # type: ignore[arg-type]
-        elif kind == 0:
-            start(ex)
-        else:
-            end(ex)
-        if observe is not None:
-            for s in r.out.sessions.values():
-                r.settle_live(s)
-            observe(kind, ex, fr, r)
+    with paused_gc():
+        for _, _, kind, _, ex, fr in events:
+            if kind == 1:
+                frame(ex, fr)  # type: ignore[arg-type]
+            elif kind == 0:
+                start(ex)
+            else:
+                end(ex)
+            if observe is not None:
+                for s in r.out.sessions.values():
+                    r.settle_live(s)
+                observe(kind, ex, fr, r)
     return r.finish()
