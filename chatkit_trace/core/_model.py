@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
 from ._errors import HistoryFormatError, InvalidMessageError
-from ._values import ABSENT, FrozenDict, freeze, thaw
+from ._values import ABSENT, FrozenDict, freeze, quick_init, thaw
 
 __all__ = [
     "Role",
@@ -361,6 +361,7 @@ def part_from_json(obj: Any, message_id: str | None = None, source: str = "live"
 # --------------------------------------------------------------------------- messages
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RuntimeMessage:
     """``{id, role, parts, runId?, createdAt?, metadata?}`` (SPEC R4.1)."""
@@ -392,7 +393,19 @@ class RuntimeMessage:
         return -1
 
     def with_parts(self, parts: tuple[RuntimePart, ...]) -> RuntimeMessage:
-        return RuntimeMessage(self.id, self.role, parts, self.run_id, self.created_at, self.metadata, self.extra)
+        if type(parts) is not tuple:
+            return RuntimeMessage(self.id, self.role, parts, self.run_id, self.created_at, self.metadata, self.extra)
+        # Every other field is this message's, frozen already: copied as they
+        # are (the Core's delta path: one new message per delta).
+        new = object.__new__(RuntimeMessage)
+        _set_id(new, self.id)
+        _set_role(new, self.role)
+        _set_parts(new, parts)
+        _set_run_id(new, self.run_id)
+        _set_created_at(new, self.created_at)
+        _set_metadata(new, self.metadata)
+        _set_extra(new, self.extra)
+        return new
 
     def with_run_id(self, run_id: str | None) -> RuntimeMessage:
         if run_id == self.run_id:
@@ -422,6 +435,10 @@ class RuntimeMessage:
 
 
 _MESSAGE_KEYS = frozenset({"id", "role", "parts", "runId", "createdAt", "metadata"})
+(_set_id, _set_role, _set_parts, _set_run_id, _set_created_at, _set_metadata, _set_extra) = (
+    getattr(RuntimeMessage, name).__set__
+    for name in ("id", "role", "parts", "run_id", "created_at", "metadata", "extra")
+)
 
 
 def message_from_json(obj: Any, source: str = "live") -> RuntimeMessage:

@@ -491,10 +491,7 @@ class ChatCore:
         if not delta:
             return _REJ_NO_CHANGE
         new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
-        self._messages = self._messages.set(
-            pos,
-            RuntimeMessage(msg.id, msg.role, new_parts, msg.run_id, msg.created_at, msg.metadata, msg.extra),
-        )
+        self._messages = self._messages.set(pos, msg.with_parts(new_parts))
         run.seen.add(event_id)
         if source_sequence is not None:
             run.last_seq = source_sequence
