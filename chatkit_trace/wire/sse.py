@@ -255,6 +255,43 @@ class SSEParser:
             base = self._pos
             data = chunk
         self._pos += len(chunk)
+        if self._b_start is None and b"\r" not in data:
+            self._blocks(data, base, out)
+            return
+        self._lines(data, base, out)
+
+    def _blocks(self, data: bytes, pos: int, out: list[SSEEvent]) -> None:
+        """LF-only bytes that start at a block boundary, split at blank lines
+        in one pass: a block that is one ``data:`` line (most events) becomes
+        its event here; any other block, and an unfinished last one, goes
+        line by line through :meth:`_lines` (same result, same offsets)."""
+        blocks = data.split(b"\n\n")
+        rest = blocks.pop()  # after the last blank line: an unfinished block, or b""
+        max_line = self.max_line
+        last_id = self._id_buffer
+        add = out.append
+        for block in blocks:
+            n = len(block)
+            if n <= max_line and block.startswith(b"data:") and b"\n" not in block:
+                v = 6 if n > 5 and block[5] == 32 else 5  # one space after the colon is dropped
+                try:
+                    text = block[v:].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # the line-by-line path reports where
+                else:
+                    self.last_event_id = last_id
+                    add(SSEEvent(text, None, None, last_id, None, pos, pos + n + 1, 0, (pos + v,)))
+                    pos += n + 2
+                    continue
+            self._process((block + b"\n").splitlines(True) + [b"\n"], pos, out)
+            last_id = self._id_buffer
+            pos += n + 2
+        if rest:
+            self._lines(rest, pos, out)
+
+    def _lines(self, data: bytes, base: int, out: list[SSEEvent]) -> None:
+        """Complete lines of ``data`` (from ``base``) through :meth:`_process`;
+        an unfinished last line waits in the tail."""
         lines = data.splitlines(True)
         last = data[-1]
         if last == 13:
