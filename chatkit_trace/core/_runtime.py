@@ -451,6 +451,19 @@ class ChatCore:
         at: float | None = None,
     ) -> FactResult:
         """Append text to an existing text or reasoning part (R2.4 ``delta``): O(1)."""
+        return self._delta(run_id, event_id, message_id, part_id, delta, session_id, source_sequence)
+
+    def _delta(
+        self,
+        run_id: str,
+        event_id: str | None,
+        message_id: str,
+        part_id: str,
+        delta: str,
+        session_id: str | None,
+        source_sequence: int | float | None,
+    ) -> FactResult:
+        """:meth:`emit_delta` with positional arguments (``admit``'s hot path)."""
         # The hot path: the gate is inlined.
         if self._disposed:
             return _REJ_DISPOSED
@@ -883,16 +896,8 @@ class ChatCore:
         """Admit a fact value (:mod:`._facts`) through its emitter."""
         kind = type(fact)
         if kind is DeltaFact:
-            return self.emit_delta(
-                run_id=fact.run_id,
-                event_id=fact.event_id,
-                message_id=fact.message_id,
-                part_id=fact.part_id,
-                delta=fact.delta,
-                session_id=fact.session_id,
-                source_sequence=fact.source_sequence,
-                position=fact.position,
-                at=fact.at,
+            return self._delta(
+                fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
         common = fact.common()
         if kind is MessageFact:
