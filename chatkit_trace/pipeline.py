@@ -516,7 +516,10 @@ class Replayer:
         rec = self.out.exchanges[exchange.index]
         # No lists of its own until the frame has facts: two fewer objects per
         # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
-        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, _NONE, _NONE, at=frame.at)
+        fr = FrameRecord(
+            exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, _NONE, _NONE, None, False, None, False,
+            None, frame.at, (),
+        )
         rec.frames.append(fr)
         self.out.frames.append(fr)
         cap = exchange.capability
@@ -526,7 +529,7 @@ class Replayer:
         if frame.direction == "out":
             fr.state = "outgoing"
             return
-        s = self.session(exchange.session_id)
+        s = self.out.sessions.get(exchange.session_id or DEFAULT_SESSION) or self.session(exchange.session_id)
         stopped = rec.reader_stop is not None
         if frame.error is not None and frame.error.stops_reader:
             fr.error = frame.error
@@ -567,8 +570,9 @@ class Replayer:
             if foreign.facts:
                 fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id) for fact in foreign.facts]
             return
-        decoded = s.decoder.decode(
-            value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
+        event_id = frame.event_id
+        decoded = s.decoder.decode_frame(
+            value, run_id, event_id, f"{exchange.index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
         )
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
@@ -774,26 +778,18 @@ def replay(
     read the snapshot the UI had at that moment (the HTML report).
     """
     r = Replayer(adapter, capabilities)
-    # (time, exchange, kind, frame, ...): the first four are unique, so the
-    # tuples sort without a key function and never compare the objects.
-    events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
-    add = events.append
-    for ex in exchanges:
-        started, index = ex.started_at, ex.index
-        add((started, index, 0, -1, ex, None))
-        last = started
-        for fr in ex.frames:
-            at = fr.at
-            t = (at if at > started else started) if at else started
-            add((t, index, 1, fr.index, ex, fr))
-            if t > last:
-                last = t
-        ended = ex.ended_at or last
-        add((ended if ended > last else last, index, 2, 1 << 30, ex, None))
-    events.sort()
     start, frame, end = r.start, r.frame, r.end
     with paused_gc():
-        for _, _, kind, _, ex, fr in events:
+        sequential = _one_after_another(exchanges) if observe is None else None
+        if sequential is not None:
+            # Each exchange's events in a row: no event list to build and sort.
+            for ex in sequential:
+                start(ex)
+                for fr in ex.frames:
+                    frame(ex, fr)
+                end(ex)
+            return r.finish()
+        for _, _, kind, _, ex, fr in _events(exchanges):
             if kind == 1:
                 frame(ex, fr)  # type: ignore[arg-type]
             elif kind == 0:
@@ -805,3 +801,53 @@ def replay(
                     r.settle_live(s)
                 observe(kind, ex, fr, r)
     return r.finish()
+
+
+def _frame_time(frame: Frame, started: float) -> float:
+    """When a frame counts in the replay's order: its arrival, never before its exchange started."""
+    at = frame.at
+    return (at if at > started else started) if at else started
+
+
+def _events(exchanges: Iterable[Exchange]) -> list[tuple[float, int, int, int, Exchange, Frame | None]]:
+    """Every exchange's start (kind 0), frames (1) and end (2) in replay order:
+    ``(time, exchange, kind, frame)``.  The first four are unique, so the
+    tuples sort without a key function and never compare the objects."""
+    events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
+    add = events.append
+    for ex in exchanges:
+        started, index = ex.started_at, ex.index
+        add((started, index, 0, -1, ex, None))
+        last = started
+        for fr in ex.frames:
+            t = _frame_time(fr, started)
+            add((t, index, 1, fr.index, ex, fr))
+            if t > last:
+                last = t
+        ended = ex.ended_at or last
+        add((ended if ended > last else last, index, 2, 1 << 30, ex, None))
+    events.sort()
+    return events
+
+
+def _one_after_another(exchanges: Iterable[Exchange]) -> list[Exchange] | None:
+    """The exchanges in replay order when that order is simply one exchange
+    after the other (each one's frames in order, each ending before the next
+    starts: :func:`_events` would sort them so), else None."""
+    exs = list(exchanges)
+    exs.sort(key=lambda e: (e.started_at, e.index))
+    previous: tuple[float, int] | None = None
+    for ex in exs:
+        started, index = ex.started_at, ex.index
+        if previous is not None and previous >= (started, index):
+            return None
+        last, last_frame = started, -1
+        for fr in ex.frames:
+            at = fr.at
+            t = (at if at > started else started) if at else started
+            if t < last or fr.index <= last_frame:
+                return None
+            last, last_frame = t, fr.index
+        ended = ex.ended_at or last
+        previous = (ended if ended > last else last, index)
+    return exs

@@ -89,12 +89,7 @@ def updates_to_facts(
     """Turn one event's updates into facts with deterministic event ids."""
     if len(updates) == 1 and type(updates[0]) is DeltaUpdate:  # the streaming text case
         u = updates[0]
-        return [
-            DeltaFact(
-                session_id=session_id, run_id=run_id, event_id=event_id, source_sequence=source_sequence,
-                position=position, at=at, message_id=u.message_id, part_id=u.part_id, delta=u.delta,
-            )
-        ]
+        return [DeltaFact._make(session_id, run_id, event_id, source_sequence, position, at, u.message_id, u.part_id, u.delta)]
     many = len(updates) > 1
     facts: list[Fact] = []
     for n, u in enumerate(updates):
@@ -166,6 +161,13 @@ class SessionDecoder:
         source: str = "stream",
     ) -> Decoded:
         """Decode one event of ``run_id``'s stream into facts."""
+        return self.decode_frame(event, run_id, event_id, fallback_id, at, source)
+
+    def decode_frame(
+        self, event: Any, run_id: str, event_id: str | None, fallback_id: str | None, at: float | None, source: str = "stream"
+    ) -> Decoded:
+        """:meth:`decode` with positional arguments (the replay's hot path);
+        ``fallback_id`` may be None when ``event_id`` is given."""
         if event_id is not None:
             seen = self._seen.get(run_id)
             if seen is not None and event_id in seen:
@@ -190,21 +192,23 @@ class SessionDecoder:
         except Exception as err:  # noqa: BLE001 - a decode error ends the read (R2.5)
             adapter.report_error("decode", err)
             return Decoded(error=f"{type(err).__name__}: {err}", run_id=run_id)
+        if not updates:
+            return Decoded([], updates, False, False, None, None, run_id)
         seq = None
         if adapter.has_sequence:
             try:
                 seq = protocol.event_sequence(event)
             except Exception:  # noqa: BLE001
                 seq = None
+        eid = event_id if event_id is not None else fallback_id
+        u = updates[0]
+        if len(updates) == 1 and type(u) is DeltaUpdate:  # streaming text: one delta, never terminal
+            fact = DeltaFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
+            return Decoded([fact], updates, False, False, None, None, run_id)
         facts = updates_to_facts(
-            updates,
-            session_id=self.session_id,
-            run_id=run_id,
-            event_id=event_id if event_id is not None else fallback_id,
-            source_sequence=seq,
-            position=event_id,
-            at=at,
-        ) if updates else []
+            updates, session_id=self.session_id, run_id=run_id, event_id=eid,  # type: ignore[arg-type]
+            source_sequence=seq, position=event_id, at=at,
+        )
         terminal = False
         for u in updates:
             if type(u) in _TERMINAL_TYPES or isinstance(u, _TERMINAL):
