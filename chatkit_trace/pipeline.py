@@ -45,6 +45,7 @@ from .core import (
     AbortRequest,
     ChatCore,
     CommandResult,
+    DeltaFact,
     DispatchRequest,
     Fact,
     FactResult,
@@ -305,7 +306,12 @@ class Replayer:
             # snapshot now.  (A fact of the pending run itself either replaces
             # it, when accepted, or leaves the Core as it was.)
             self.settle_live(s)
-        result = core.admit(fact)
+        if type(fact) is DeltaFact:  # the Core's delta emitter, without admit's dispatch
+            result = core._delta(
+                fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
+            )
+        else:
+            result = core.admit(fact)
         self._seq += 1
         rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
         self.out.facts.append(rec)
@@ -592,8 +598,12 @@ class Replayer:
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
-        if decoded.facts:
-            fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in decoded.facts]
+        facts = decoded.facts
+        if facts:
+            if len(facts) == 1:
+                fr.facts = [self.admit(s, facts[0], exchange.index, frame.index)]
+            else:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in facts]
         if decoded.terminal:
             rec.reader_stop = ("terminal", frame.index)
             rec.concluded = True

@@ -137,7 +137,13 @@ class _TextLike:
         else:
             buf = buf[:n]  # an older version grows a branch: copy once
             buf.append(delta)
-        return type(self)._from_chunks(self._id, buf, n + 1, self._extra)
+        p = object.__new__(type(self))  # _from_chunks, inlined: once per delta
+        p._id = self._id
+        p._buf = buf
+        p._n = n + 1
+        p._joined = None
+        p._extra = self._extra
+        return p
 
     def with_text(self, text: str) -> Any:
         return type(self)(self._id, text, self._extra)

@@ -487,7 +487,7 @@ class ChatCore:
         pos = self._index.get(message_id)
         if pos is None:
             return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
-        msg = self._messages[pos]
+        msg = self._messages.get(pos)  # the index holds valid positions only
         if msg.run_id is not None and msg.run_id != run_id:
             return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
         parts = msg.parts

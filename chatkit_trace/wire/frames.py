@@ -258,7 +258,14 @@ def event_json(
     if text == "[DONE]":
         return DONE, None
     try:
-        value = parse_json(text)
+        # parse_json, inlined (once per frame)
+        if len(text) < _DEEP or text.count("[") + text.count("{") < _DEEP // 2:
+            try:
+                value = _FAST(text)
+            except Exception:  # noqa: BLE001 - the standard library decides (and explains)
+                value = _DECODER.decode(text)
+        else:
+            value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         why = f"{exc.msg} (line {exc.lineno} column {exc.colno})"
         return None, _bad_json(frame, text, exc.pos, why)
