@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .analyze import CATALOGUE, SEVERITIES, Finding, Options, analyze_store, severity_rank
+from .analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
 from .cli import UsageError
 
 __all__ = [
@@ -160,17 +160,17 @@ def run_check(
             raise
         raise NothingToJudge(hint) from None
     try:
+        from .derive import Deriver
+
         write = store_results and loaded.kind == "db" and not loaded.store.readonly
-        total = loaded.store.db.execute("SELECT COUNT(DISTINCT session_id) FROM exchanges WHERE capability IS NOT NULL").fetchone()[0]
-        with _session_progress(total, show_progress) as tick:
-            findings, counts = analyze_store(
-                loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, write=write, on_session=tick
-            )
+        deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
+        with _session_progress(len(deriver.sessions()), show_progress) as tick:
+            result = deriver.run(write_to=loaded.store if write else None, on_session=tick)
+        findings, counts = result.findings, result.counts
         if not counts["understood"]:
             raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
         notes = _unmatched_notes(loaded)
         if write:
-            write_findings(loaded.store, findings)
             # An empty findings table then means "clean", not "never checked".
             import time
 
@@ -211,7 +211,7 @@ def _unmatched_notes(loaded: Any) -> list[str]:
     """A note for streamed exchanges no route matched, when others were judged."""
     from .capture.detect import describe_routes, guess_profile, unmatched_hint
 
-    rows = list(loaded.store.exchanges(with_frames=False, where="capability IS NULL"))
+    rows = list(loaded.store.exchanges(with_frames=False, classified=False))
     streamed = [e for e in rows if e.transport in ("sse", "ndjson", "ws", "body")]
     if not streamed:
         return []
@@ -250,7 +250,7 @@ class _session_progress:
 
     def __enter__(self):  # type: ignore[no-untyped-def]
         if not self.enabled:
-            return lambda sid, n: None
+            return lambda derived: None
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -260,31 +260,11 @@ class _session_progress:
         )
         self.progress.start()
         task = self.progress.add_task("sessions", total=self.total)
-        return lambda sid, n: self.progress.advance(task)
+        return lambda derived: self.progress.advance(task)
 
     def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
         if self.progress is not None:
             self.progress.stop()
-
-
-def write_findings(store: Any, findings: Sequence[Finding]) -> None:
-    db = store.db
-    with db.conn:
-        db.execute("DELETE FROM findings")
-        db["findings"].insert_all(
-            {
-                "code": f.code,
-                "severity": f.severity,
-                "rule": f.rule,
-                "session_id": f.session_id,
-                "run_id": f.run_id,
-                "frames": json.dumps(f.frames),
-                "fingerprint": f.fingerprint,
-                "message": f.message,
-                "detail": json.dumps(f.detail, default=str),
-            }
-            for f in findings
-        )
 
 
 # ------------------------------------------------------------------ rendering

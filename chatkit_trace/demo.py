@@ -223,20 +223,16 @@ def _written_by_the_demo(db: Path) -> bool:
     import sqlite3
 
     from .demo_client import DEMO_SESSIONS
+    from .store import TraceFormatError, TraceStore
 
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'demo'").fetchone()
-            if row is not None:
-                return bool(row[0] == "true")
+        with TraceStore(db, readonly=True) as store:
+            meta = store.meta()
+            if "demo" in meta:
+                return meta["demo"] is True
             # a demo trace from before the marker: only the demo's sessions
-            sessions = {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM exchanges")} - {
-                None
-            }
-        finally:
-            conn.close()
-    except sqlite3.Error:
+            sessions = {e.session_id for e in store.exchanges()} - {None}
+    except (TraceFormatError, sqlite3.Error, OSError, ValueError):
         return False
     return bool(sessions) and sessions <= {s.id for s in DEMO_SESSIONS}
 

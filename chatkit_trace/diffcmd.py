@@ -83,20 +83,25 @@ def run(args: argparse.Namespace) -> int:
 
     from .analyze import Context
     from .analyze.identity import cause_sentence, comparisons, describe, limit_sentence
+    from .derive import Deriver
     from .loading import open_trace
-    from .pipeline import replay
+
+    found: list[Any] = []
+
+    def session_done(derived: Any) -> None:
+        ctx = Context(derived.replay, {e.index: e for e in derived.exchanges}, loaded.adapter, deriver.options)
+        found.extend(comparisons(ctx))
 
     loaded = open_trace(args.trace, profile=args.profile)
     try:
-        exchanges = loaded.exchanges()
-        rep = replay(exchanges, loaded.adapter, capabilities=loaded.capabilities)
+        deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
+        deriver.run(analyse=False, on_session=session_done)
     finally:
         loaded.close()
-    ctx = Context(rep, {e.index: e for e in exchanges}, loaded.adapter)
     console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160, highlight=False)
     limit = None if args.full else CELL
     shown = differing = 0
-    for c in comparisons(ctx):
+    for c in found:
         if (args.session and c.session_id != args.session) or (args.run_id and c.run_id != args.run_id):
             continue
         shown += 1

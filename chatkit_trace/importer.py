@@ -4,8 +4,8 @@ Reads what users already have, producing the trace a live recording of the
 same traffic would have produced: one exchange per HTTP request (or
 WebSocket connection) in request order, frames from its stream, identity
 from the route profile, redaction on by default, then facts and results by
-replaying through the profile's adapter and the Core
-(:func:`chatkit_trace.store.write_replay`).
+replaying through the profile's adapter and the Core, a session at a time
+(the derive engine, :class:`chatkit_trace.derive.Deriver`).
 
 Inputs
 ------
@@ -466,8 +466,7 @@ def import_file(
     is called with (done, total) as exchanges are stored.  The store is
     committed; its derived tables hold the replay's facts and results.
     """
-    from .pipeline import replay
-    from .store import write_replay
+    from .derive import Deriver
 
     if isinstance(profile, str):
         profile = load_profile(profile)
@@ -515,14 +514,18 @@ def import_file(
 
         guess = guess_profile(streamed, exclude=profile.name)
         result.unmatched = unmatched_hint(profile.name, describe_routes(streamed), guess) + " (kept, not decoded)"
-    stored_exchanges = list(store.exchanges(with_frames=True))
-    rep = replay(stored_exchanges, adapter, capabilities=profile.capabilities)
-    write_replay(store, rep)
+    # The derived tables as the recorder writes them (no findings: ``check`` says those).
+    sessions: set[str] = set()
+
+    def count(derived: Any) -> None:
+        sessions.update(derived.replay.sessions)
+        result.runs += sum(len(s.core.snapshot.runs) for s in derived.replay.sessions.values())
+
+    derived = Deriver(store, adapter, capabilities=profile.capabilities).run(write_to=store, analyse=False, on_session=count)
     store.commit()
-    result.facts = len(rep.facts)
-    result.rejected = len(rep.violations)
-    result.sessions = len(rep.sessions)
-    result.runs = sum(len(s.core.snapshot.runs) for s in rep.sessions.values())
+    result.facts = derived.counts["facts"]
+    result.rejected = derived.counts["violations"]
+    result.sessions = len(sessions)
     return result
 
 
@@ -627,9 +630,7 @@ def run(args: argparse.Namespace) -> int:
             if progress_ctx is not None:
                 progress_ctx.stop()
         store.set_meta("output", str(out))
-        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        store.db.execute("PRAGMA journal_mode = DELETE")
-        store.close()
+        store.close()  # committed and settled: one file, no -wal/-shm to leave behind
         store = None
         if out.exists():
             _remove(out)

@@ -143,17 +143,8 @@ def _temp_db() -> str:
 
 
 def _copy(store: TraceStore) -> TraceStore:
-    """A temporary copy of ``store`` (SQLite's online backup: consistent even
-    while the recorder writes)."""
-    path = _temp_db()
-    import sqlite3
-
-    dst = sqlite3.connect(path)
-    try:
-        store.db.conn.backup(dst)
-    finally:
-        dst.close()
-    return TraceStore(path)
+    """A temporary copy of ``store`` (consistent even while the recorder writes)."""
+    return store.copy(_temp_db())
 
 
 def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
@@ -170,10 +161,9 @@ def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
     from .importer import identify_one
 
     tracker = IdentityTracker()
-    conn = store.db.conn
     rows = sorted(store.exchanges(), key=lambda e: e.index)
     matched = 0
-    with conn:
+    with store.transaction():
         for ex in rows:
             had_body_frames = ex.transport == "body" and ex.response_body is not None
             ex.capability = ex.session_id = ex.run_id = ex.run_id_source = None
@@ -185,7 +175,7 @@ def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
                 ex.frames = store.frames(ex.index)
             identify_one(ex, profile, tracker)
             if had_body_frames or ex.transport == "body":
-                conn.execute("DELETE FROM frames WHERE exchange_id = ?", [ex.index])
+                store.delete_frames(ex.index)
                 if ex.transport == "body":
                     store.add_frames(ex.frames)
             store.add_exchange(ex, with_frames=False)
@@ -207,12 +197,12 @@ def _needs_reclassify(profile: Any, store: TraceStore) -> bool:
     ``profile`` only picks the adapter.  A recording made without a profile
     has no classified exchange, so it is re-classified."""
     meta = store.meta()
-    classified = store.db.execute("SELECT 1 FROM exchanges WHERE capability IS NOT NULL LIMIT 1").fetchone()
+    classified = store.has_classified()
     if getattr(profile, "adapter_spec", None) is not None:
         # an adapter named alone (``pkg.mod:Class``, an entry point): its
         # catch-all route only classifies a trace nothing classified yet;
         # otherwise the adapter re-decodes the stored classification
-        return classified is None
+        return not classified
     spec = meta.get("profile_spec")
     if isinstance(spec, dict):
         return spec != profile.model_dump(mode="json", by_alias=True)
@@ -221,7 +211,7 @@ def _needs_reclassify(profile: Any, store: TraceStore) -> bool:
     name = meta.get("profile") or last.get("profile")
     if name:
         return name != profile.name
-    return classified is None
+    return not classified
 
 
 def open_trace(path: str | Path, *, profile: str | None = None, writable: bool = False) -> LoadedTrace:

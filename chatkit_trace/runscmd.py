@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections import Counter, defaultdict
+from typing import Any
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,56 +26,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def collect(path: str, profile: str | None = None) -> list[dict]:
-    from .analyze import analyze_replay
+    """One row per run, as ``check`` derives the trace (the same engine, the same findings)."""
+    from .derive import Deriver
     from .loading import open_trace
-    from .pipeline import replay
+    from .trace import stream_state
+
+    runs: list[tuple[Any, str]] = []
+
+    def session_done(derived: Any) -> None:
+        recs = derived.replay.exchanges
+        for run in derived.runs():
+            runs.append((run, stream_state([recs[i].exchange for i in run.exchanges if i in recs])))
 
     loaded = open_trace(path, profile=profile)
     try:
-        exchanges = loaded.exchanges()
-        rep = replay(exchanges, loaded.adapter, capabilities=loaded.capabilities)
-        findings = analyze_replay(rep, exchanges, loaded.adapter)
+        findings = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities).run(on_session=session_done).findings
     finally:
         loaded.close()
     by_run: dict[tuple, Counter] = defaultdict(Counter)
     for f in findings:
         by_run[(f.session_id, f.run_id)][f.severity] += 1
-    frames: Counter = Counter()
-    times: dict[tuple, list[float]] = defaultdict(list)
-    for fr in rep.frames:
-        frames[(fr.session_id, fr.run_id)] += 1
-        times[(fr.session_id, fr.run_id)].append(fr.at)
-    rejected: Counter = Counter()
-    for rec in rep.facts:
-        if rec.result.violation:
-            rejected[(rec.fact.session_id, rec.fact.run_id)] += 1
     rows = []
-    from .trace import stream_state
-
-    for sid, s in rep.sessions.items():
-        for view in s.core.snapshot.runs:
-            key = (sid, view.id)
-            run_rec = s.runs.get(view.id)
-            run_exchanges = [rep.exchanges[i].exchange for i in (run_rec.exchanges if run_rec else ()) if i in rep.exchanges]
-            status = view.status
-            if status == "running":
-                status = "outcome unknown" if view.connection == "disconnected" else "running"
-            t = times.get(key, [])
-            rows.append(
-                {
-                    "session": sid,
-                    "run": view.id,
-                    "status": status,
-                    "origin": view.origin,
-                    "connection": stream_state(run_exchanges),
-                    "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
-                    "frames": frames.get(key, 0),
-                    "rejected": rejected.get(key, 0),
-                    "errors": by_run[key].get("error", 0),
-                    "warnings": by_run[key].get("warning", 0),
-                    "infos": by_run[key].get("info", 0),
-                }
-            )
+    for run, connection in runs:
+        view, key, t = run.view, (run.session_id, run.run_id), run.frame_times
+        status = view.status
+        if status == "running":
+            status = "outcome unknown" if view.connection == "disconnected" else "running"
+        rows.append(
+            {
+                "session": run.session_id,
+                "run": view.id,
+                "status": status,
+                "origin": view.origin,
+                "connection": connection,
+                "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
+                "frames": len(t),
+                "rejected": run.violations,
+                "errors": by_run[key].get("error", 0),
+                "warnings": by_run[key].get("warning", 0),
+                "infos": by_run[key].get("info", 0),
+            }
+        )
     return rows
 
 

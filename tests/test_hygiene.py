@@ -5,6 +5,7 @@ shared folder at run time (users clone the project without it)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,86 @@ def test_no_package_code_relies_on_assert_for_behaviour():
     # them.  Neither may change what the package does.
     offenders = [f"{path}:{node.lineno}" for path, node in _package_asserts() if not _narrows_a_type(node.test)]
     assert offenders == []
+
+
+# ---------------------------------------------------------------------------- the store owns its SQL
+
+#: What SQL looks like in a string: statements, clauses, and the fragments a
+#: ``WHERE`` is built from (uppercase: prose says "select" and "where").
+SQL = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE TABLE|CREATE INDEX|PRAGMA|DROP TABLE|ALTER TABLE|WITH RECURSIVE|BEGIN|COMMIT"
+    r"|ROLLBACK|VACUUM)\b|\bFROM\s+\w+|\bWHERE\b|\bJOIN\b.*\bON\b|\bORDER BY\b|\bGROUP BY\b|\bIS (NOT )?NULL\b|\bLIMIT \d"
+)
+#: Calls that run SQL (on a connection, a cursor, a sqlite-utils database).
+SQL_CALLS = {"execute", "executemany", "executescript", "rows_where", "connect", "backup"}
+STORE = PACKAGE / "store"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def _sql_outside_the_store() -> list[str]:
+    offenders = []
+    for root in ("chatkit_trace", "viewer", "addons"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            if STORE not in path.parents:
+                where = path.relative_to(ROOT)
+                offenders += [f"{where}:{line}: {what}" for line, what in _offenders(path.read_text(encoding="utf-8"))]
+    return offenders
+
+
+def _offenders(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` for each SQL string, SQL call, or reach into a store's database in ``source``."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            m = SQL.search(node.value)
+            if m:
+                out.append((node.lineno, f"{m.group(0)!r} in {node.value[:60]!r}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            owner = node.func.value
+            if node.func.attr != "connect" or (isinstance(owner, ast.Name) and owner.id == "sqlite3"):
+                out.append((node.lineno, f".{node.func.attr}()"))
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Attribute) and node.value.attr == "db":
+            if isinstance(node, ast.Subscript) or node.attr == "conn":  # a TraceStore's database: a table, its connection
+                out.append((node.lineno, ".db[...]" if isinstance(node, ast.Subscript) else ".db.conn"))
+    return sorted(out)
+
+
+def test_every_sql_statement_lives_in_the_store():
+    """The store owns the schema: everything else reads and writes through
+    TraceStore / TraceReader methods (issue 15), so a schema change touches
+    chatkit_trace/store/ alone."""
+    assert _sql_outside_the_store() == []
+
+
+def test_the_sql_detector_sees_sql():
+    text = (
+        '"""A module that says SELECT in its docstring."""\n'
+        'x = f"SELECT a FROM t WHERE b = {c}"\ny = "capability IS NOT NULL"\nconn.execute(q)\ns.db.conn\ns.db["facts"]\n'
+        'sqlite3.connect(p)\nconfig.db\nsocket.connect(a)\n'
+    )
+    found = _offenders(text)
+    assert [line for line, _ in found] == [2, 3, 4, 5, 6, 7], found
+
+
+def test_the_store_knows_nothing_of_what_made_its_rows():
+    """The store writes plain rows; the derive engine makes them from a replay."""
+    forbidden = ("pipeline", "adapters", "analyze", "derive", "capture", "fixtures", "viewer", "loading")
+    for path in sorted(STORE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                mod = (node.module or "").split(".")[0]
+                assert mod not in forbidden, f"{path.name} imports ..{node.module}"
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(n.startswith("chatkit_trace.") and n.split(".")[1] in forbidden for n in names), path.name

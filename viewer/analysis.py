@@ -1,11 +1,14 @@
 """Deriving a trace's facts, runs and findings for the viewer (in a worker thread).
 
-This is ``chatkit-trace check`` (:func:`chatkit_trace.checkcmd.run_check`)
-with two differences a viewer needs: it reports progress, and it writes the
-derived tables somewhere.  The viewer puts them in a side database in a
-temporary directory, deleted when it exits: no command writes to its input
-(``chatkit-trace redecode`` is the one that stores them in the trace).
-``write_back=True`` writes them into the trace itself (for callers that own it).
+This is ``chatkit-trace check`` (:func:`chatkit_trace.checkcmd.run_check`):
+the same derive engine (:class:`chatkit_trace.derive.Deriver`), one session
+at a time, the same trace-level merge, so the viewer shows exactly what
+``check`` says.  Two differences a viewer needs: it reports progress after
+each session, and it writes the derived tables somewhere.  The viewer puts
+them in a side database in a temporary directory, deleted when it exits: no
+command writes to its input (``chatkit-trace redecode`` is the one that
+stores them in the trace).  ``write_back=True`` writes them into the trace
+itself (for callers that own it).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["AUTO_LIMIT", "AnalysisResult", "analyse"]
 
@@ -31,6 +35,10 @@ class AnalysisResult:
     facts: int
 
 
+class _Cancelled(Exception):
+    pass
+
+
 def analyse(
     path: str | Path,
     *,
@@ -40,53 +48,61 @@ def analyse(
     progress: Progress | None = None,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> AnalysisResult | None:
-    """Replay and analyse ``path``; write the derived tables back or into a side database.
+    """Derive ``path`` as ``check`` does; write the derived tables back or into a side database.
 
-    Returns None when ``cancelled()`` turned true on the way.
+    Returns None when ``cancelled()`` turned true on the way (checked after
+    each session; a side database is then removed, a trace written back holds
+    the sessions done so far).
     """
-    from chatkit_trace.analyze import analyze_replay, trace_findings
-    from chatkit_trace.checkcmd import write_findings
+    from chatkit_trace.derive import Deriver
     from chatkit_trace.loading import open_trace
-    from chatkit_trace.pipeline import replay
-    from chatkit_trace.store import TraceStore, write_replay
+    from chatkit_trace.store import TraceStore
 
     report = progress or (lambda what, frac: None)
     loaded = open_trace(path, profile=profile, writable=write_back)
+    derived: Path | None = None
+    target: Any = None
     try:
-        total = max(1, loaded.store.exchange_count())
-        exchanges = []
-        for i, ex in enumerate(loaded.store.exchanges(with_frames=True)):
-            exchanges.append(ex)
-            if i % 16 == 0 or i + 1 == total:
-                report("reading frames", (i + 1) / total)
+        deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
+        total = max(1, len(deriver.sessions()))
+        done = 0
+
+        def session_done(_: Any) -> None:
+            nonlocal done
+            done += 1
+            report("analysing sessions", done / total)
             if cancelled():
-                return None
-        frames = sum(len(e.frames) for e in exchanges)
-        report(f"replaying {frames} frames", None)
-        rep = replay(exchanges, loaded.adapter, capabilities=loaded.capabilities)
+                raise _Cancelled
+
+        report("analysing sessions", 0.0)
         if cancelled():
             return None
-        report("analysing", None)
-        findings = analyze_replay(rep, exchanges, loaded.adapter) + trace_findings(loaded.store.meta())
-        if cancelled():
+        if write_back and loaded.kind == "db" and not loaded.store.readonly:
+            target = loaded.store
+        else:
+            derived = _side_database(side_dir)
+            target = TraceStore(derived, create=True)
+        try:
+            result = deriver.run(write_to=target, on_session=session_done)
+        except _Cancelled:
+            if derived is not None:
+                target.close()
+                target = None
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{derived}{suffix}").unlink(missing_ok=True)
             return None
         report("writing derived tables", None)
-        if write_back and loaded.kind == "db" and not loaded.store.readonly:
-            target, derived = loaded.store, None
-        else:
-            folder = (
-                Path(side_dir)
-                if side_dir is not None
-                else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
-            )
-            derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
-            derived.unlink()
-            target = TraceStore(derived, create=True)
-        write_replay(target, rep)
-        write_findings(target, findings)
         target.commit()
-        if target is not loaded.store:
-            target.close()
-        return AnalysisResult(derived, len(findings), len(rep.frames), len(rep.facts))
+        return AnalysisResult(derived, len(result.findings), result.counts["frames"], result.counts["facts"])
     finally:
+        if target is not None and target is not loaded.store:
+            target.close()
         loaded.close()
+
+
+def _side_database(side_dir: str | Path | None) -> Path:
+    """A new file name for the derived tables, in ``side_dir`` or a new temporary directory."""
+    folder = Path(side_dir) if side_dir is not None else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
+    derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
+    derived.unlink()
+    return derived

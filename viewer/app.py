@@ -7,7 +7,7 @@ Structure (harlequin's habits): screens in their own modules
 
 Workers (threads, never the UI loop): the analysis of a trace that has no
 derived tables yet (:mod:`.analysis`), a run's replay (:mod:`.replay`) and
-text searches.  A one-second timer polls the file (``PRAGMA data_version``)
+text searches.  A one-second timer polls the file (its SQLite data version)
 and reloads what is on screen when the recorder wrote to it (live tail).
 """
 
@@ -260,16 +260,10 @@ class ViewerApp(App[None]):
     def data_looks_live(self) -> bool:
         """A stream without an end: the recorder may still be writing (do not write into it)."""
         try:
-            row = (
-                self.data.conn()
-                .execute(
-                    "SELECT 1 FROM exchanges WHERE transport IS NOT NULL AND end IS NULL LIMIT 1"
-                )
-                .fetchone()
-            )
+            open_stream = self.data.has_open_stream()
         except Exception:  # noqa: BLE001
             return True
-        return row is not None or self.live or self.data.recording_pid() is not None
+        return open_stream or self.live or self.data.recording_pid() is not None
 
     def on_analysis_progress(self, message: AnalysisProgress) -> None:
         self.analysing = (message.what, message.fraction)

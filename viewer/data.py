@@ -18,21 +18,24 @@ from small indexed queries:
   bounded LRU cache.
 
 Derived tables live in the trace itself, or, when the viewer analysed a
-read-only trace, in a side database (:attr:`TraceData.derived_path`).  Every
-thread gets its own read-only connection (:meth:`TraceData.conn`).
+read-only trace, in a side database (:attr:`TraceData.derived_path`).  The
+queries are the store's (:class:`chatkit_trace.store.TraceReader`: every
+thread gets its own read-only connections); this module turns their rows
+into what the screens show.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from chatkit_trace.store import TraceReader
 
 if TYPE_CHECKING:
     from .timeline import Timeline
@@ -261,19 +264,6 @@ def _loads(value: str | None, default: Any = None) -> Any:
         return default
 
 
-#: A subscription's cursor is the route's, else the ``Last-Event-ID`` header an
-#: EventSource sends when it reconnects (``Exchange.resume_cursor``).
-_CURSOR_SQL = (
-    "COALESCE(cursor, CASE WHEN capability = 'subscribe' AND json_valid(request_headers) THEN"
-    " (SELECT json_extract(value, '$[1]') FROM json_each(request_headers)"
-    " WHERE lower(json_extract(value, '$[0]')) = 'last-event-id' AND json_extract(value, '$[1]') != '' LIMIT 1) END)"
-)
-_EXCHANGE_SQL = (
-    "SELECT id, capability, session_id, run_id, method, url, status, started_at, ended_at, transport, end, error,"
-    f" {_CURSOR_SQL}, target_run_id FROM exchanges"
-)
-
-
 def _exchange(row: Sequence[Any]) -> ExchangeInfo:
     from urllib.parse import urlsplit
 
@@ -333,42 +323,21 @@ class TraceData:
     """
 
     def __init__(self, path: str | Path, derived_path: str | Path | None = None) -> None:
-        self.path = str(Path(path).resolve())
-        self.derived_path = str(derived_path) if derived_path is not None else self.path
-        self._local = threading.local()
+        self.reader = TraceReader(path, derived_path)
+        self.path = self.reader.path
         self.page_cache: LRU = LRU(64)
         self._exchange_cache: LRU = LRU(4096)
         self._lock = threading.Lock()
         self.generation = 0  # bumped when the data changed (live tail, analysis)
 
-    # -- connections ---------------------------------------------------------------
-
-    def _connect(self, path: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("PRAGMA query_only = 1")
-        return conn
-
-    def conn(self) -> sqlite3.Connection:
-        """This thread's read-only connection to the recorded tables."""
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = self._local.conn = self._connect(self.path)
-        return c
-
-    def dconn(self) -> sqlite3.Connection:
-        """This thread's connection to the derived tables."""
-        if self.derived_path == self.path:
-            return self.conn()
-        c = getattr(self._local, "dconn", None)
-        if c is None or getattr(self._local, "dpath", None) != self.derived_path:
-            c = self._local.dconn = self._connect(self.derived_path)
-            self._local.dpath = self.derived_path
-        return c
+    @property
+    def derived_path(self) -> str:
+        """Where the derived tables are (the trace itself, or a side database)."""
+        return self.reader.derived_path
 
     def set_derived(self, path: str | Path | None) -> None:
         """Point at new derived tables (after an analysis) and drop caches."""
-        self.derived_path = str(path) if path is not None else self.path
+        self.reader.set_derived(path)
         self.invalidate()
 
     def invalidate(self) -> None:
@@ -379,15 +348,16 @@ class TraceData:
 
     def data_version(self) -> int:
         """Changes whenever another connection committed to the trace (live tail)."""
-        return int(self.conn().execute("PRAGMA data_version").fetchone()[0])
+        return self.reader.data_version()
 
     # -- summary --------------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        out = {}
-        for k, v in self.conn().execute("SELECT key, value FROM meta"):
-            out[k] = _loads(v, v)
-        return out
+        return self.reader.meta()
+
+    def has_open_stream(self) -> bool:
+        """A response stream without an end: the recorder may still be writing."""
+        return self.reader.has_open_stream()
 
     def recording_pid(self) -> int | None:
         """The pid of a ``chatkit-trace record`` still writing this trace (same host), or None."""
@@ -412,124 +382,60 @@ class TraceData:
         return pid
 
     def counts(self) -> dict[str, int]:
-        c = self.conn()
-        frames = c.execute("SELECT MAX(rowid) FROM frames").fetchone()[0] or 0
-        exchanges = c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
-        return {"frames": frames, "exchanges": exchanges}
+        return self.reader.counts()
 
     def has_derived(self) -> bool:
-        try:
-            d = self.dconn()
-            return any(
-                d.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None
-                for t in ("runs", "frame_results", "findings")
-            )
-        except sqlite3.Error:
-            return False
+        return self.reader.has_derived()
 
     def finding_counts(self) -> dict[str, int]:
-        try:
-            return dict(
-                self.dconn()
-                .execute("SELECT severity, COUNT(*) FROM findings GROUP BY severity")
-                .fetchall()
-            )
-        except sqlite3.Error:
-            return {}
+        return self.reader.finding_counts()
 
     def has_findings(self) -> bool:
-        try:
-            return self.dconn().execute("SELECT 1 FROM findings LIMIT 1").fetchone() is not None
-        except sqlite3.Error:
-            return False
+        return self.reader.has_findings()
 
     # -- exchanges -------------------------------------------------------------------
 
     def exchange(self, index: int) -> ExchangeInfo | None:
         ex = self._exchange_cache.get(index)
         if ex is None:
-            row = self.conn().execute(_EXCHANGE_SQL + " WHERE id = ?", [index]).fetchone()
+            row = self.reader.exchange_summary(index)
             if row is None:
                 return None
             ex = _exchange(row)
             self._exchange_cache.put(index, ex)
         return ex
 
-    def exchanges(self, where: str = "", params: Sequence[Any] = ()) -> list[ExchangeInfo]:
-        sql = _EXCHANGE_SQL + (f" WHERE {where}" if where else "") + " ORDER BY started_at, id"
-        out = [_exchange(r) for r in self.conn().execute(sql, list(params))]
+    def exchanges(
+        self, *, classified: bool = False, session: str | None = None, run: tuple[str | None, str] | None = None
+    ) -> list[ExchangeInfo]:
+        """Exchanges in time order: the classified ones, those of a session
+        (``default`` also holds those without a session id), of a run."""
+        rows = self.reader.exchange_summaries(classified=classified, session=session, default_session=DEFAULT_SESSION, run=run)
+        out = [_exchange(r) for r in rows]
         for ex in out:
             self._exchange_cache.put(ex.index, ex)
         return out
 
     def frame_count(self, exchange: int) -> int:
-        row = (
-            self.conn()
-            .execute("SELECT MAX(idx) FROM frames WHERE exchange_id = ?", [exchange])
-            .fetchone()
-        )
-        return 0 if row[0] is None else row[0] + 1
+        return self.reader.frame_count(exchange)
 
     def session_signature(self, session_id: str) -> tuple[Any, ...]:
         """Changes when the session's exchanges or frames change (live tail)."""
-        c = self.conn()
-        where = (
-            "(session_id IS NULL OR session_id = ?)"
-            if session_id == DEFAULT_SESSION
-            else "session_id = ?"
-        )
-        rows = c.execute(
-            f"SELECT id, status, end, ended_at, run_id FROM exchanges WHERE {where} ORDER BY id",
-            [session_id],
-        ).fetchall()
-        ids = [r[0] for r in rows]
-        frames = 0
-        if ids:
-            marks = ",".join("?" for _ in ids)
-            frames = c.execute(
-                f"SELECT COUNT(*) FROM frames WHERE exchange_id IN ({marks})", ids
-            ).fetchone()[0]
-        return (tuple(rows), frames)
+        return self.reader.session_signature(session_id, DEFAULT_SESSION)
 
     def session_exchanges(self, session_id: str) -> list[ExchangeInfo]:
-        if session_id == DEFAULT_SESSION:
-            return self.exchanges(
-                "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
-            )
-        return self.exchanges("capability IS NOT NULL AND session_id = ?", [session_id])
+        return self.exchanges(classified=True, session=session_id)
 
     # -- runs and findings ------------------------------------------------------------
 
     def findings(
         self, session_id: str | None = None, run_id: str | None = None, *, trace_wide: bool = False
     ) -> list[FindingInfo]:
-        sql = "SELECT code, severity, rule, session_id, run_id, frames, message, fingerprint, detail FROM findings"
-        params: list[Any] = []
-        if trace_wide:
-            sql += " WHERE run_id IS NULL"
-        elif session_id is not None:
-            sql += " WHERE session_id = ? AND run_id IS ?"
-            params = [session_id, run_id]
-        sql += (
-            " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
-        )
-        try:
-            rows = self.dconn().execute(sql, params).fetchall()
-        except sqlite3.Error:
-            return []
         return [
-            FindingInfo(
-                code,
-                sev,
-                rule,
-                sid,
-                rid,
-                _loads(frames, []) or [],
-                msg,
-                fp,
-                _loads(detail, {}) or {},
+            FindingInfo(code, sev, rule, sid, rid, _loads(frames, []) or [], msg, fp, _loads(detail, {}) or {})
+            for code, sev, rule, sid, rid, frames, msg, fp, detail in self.reader.findings(
+                session_id, run_id, trace_wide=trace_wide
             )
-            for code, sev, rule, sid, rid, frames, msg, fp, detail in rows
         ]
 
     def runs(self) -> list[RunInfo]:
@@ -541,34 +447,20 @@ class TraceData:
 
         runs = self._derived_runs() if self.has_derived() else self._exchange_runs()
         if runs:
-            by_index = {ex.index: ex for ex in self.exchanges("capability IS NOT NULL")}
+            by_index = {ex.index: ex for ex in self.exchanges(classified=True)}
             for r in runs:
                 r.connection = stream_state([by_index[i] for i in r.exchanges if i in by_index])
         return runs
 
     def _derived_runs(self) -> list[RunInfo]:
-        d = self.dconn()
         per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
-        try:
-            for sid, rid, sev, code, n, frames in d.execute(
-                "SELECT session_id, run_id, severity, code, COUNT(*), json_group_array(frames) FROM findings"
-                " GROUP BY session_id, run_id, severity, code"
-            ):
-                c = per.setdefault(
-                    (sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []}
-                )
-                c[sev] = c.get(sev, 0) + n
-                c["codes"].add(code)
-                c["refs"].extend(
-                    ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or [])
-                )
-        except sqlite3.Error:
-            pass
+        for sid, rid, sev, code, n, frames in self.reader.finding_groups():
+            c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
+            c[sev] = c.get(sev, 0) + n
+            c["codes"].add(code)
+            c["refs"].extend(ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or []))
         out = []
-        for row in d.execute(
-            "SELECT session_id, run_id, status, origin, phase, connection, error, interrupt_reason, created_at,"
-            " settled_at, settled_by, exchanges, frames, facts, rejected, first_at, last_at FROM runs"
-        ):
+        for row in self.reader.runs():
             (
                 sid,
                 rid,
@@ -619,7 +511,7 @@ class TraceData:
         for (sid, rid), c in per.items():
             if sid is None or rid is None or (sid, rid) in known:
                 continue
-            exs = [e.index for e in self.exchanges("session_id IS ? AND run_id = ?", [sid, rid])]
+            exs = [e.index for e in self.exchanges(run=(sid, rid))]
             for ref in c.get("refs", []):
                 try:
                     e = parse_ref(ref)[0]
@@ -646,7 +538,7 @@ class TraceData:
         starts = {}
         if out:
             # order by when the run's first exchange started (runs without frames too)
-            for ex in self.exchanges("capability IS NOT NULL"):
+            for ex in self.exchanges(classified=True):
                 starts.setdefault(ex.index, ex.started_at)
         for r in out:
             t = [starts[e] for e in r.exchanges if e in starts]
@@ -663,7 +555,7 @@ class TraceData:
 
     def _exchange_runs(self) -> list[RunInfo]:
         groups: dict[tuple[str, str], RunInfo] = {}
-        for ex in self.exchanges("capability IS NOT NULL"):
+        for ex in self.exchanges(classified=True):
             if ex.capability in STREAMING or ex.capability == "subscribe":
                 sid = ex.session_id or DEFAULT_SESSION
                 rid = ex.run_id or (
@@ -685,22 +577,7 @@ class TraceData:
 
     def search_runs(self, text: str, limit_exchanges: int = 100_000) -> set[int]:
         """Exchanges whose frames or request body contain ``text`` (a scan: call from a worker)."""
-        like = f"%{text}%"
-        c = self.conn()
-        hits = {
-            r[0]
-            for r in c.execute(
-                "SELECT DISTINCT exchange_id FROM frames WHERE text LIKE ? LIMIT ?",
-                [like, limit_exchanges],
-            )
-        }
-        hits |= {
-            r[0]
-            for r in c.execute(
-                "SELECT id FROM exchanges WHERE CAST(request_body AS TEXT) LIKE ?", [like]
-            )
-        }
-        return hits
+        return self.reader.search(text, limit_exchanges)
 
     # -- timeline ---------------------------------------------------------------------
 
@@ -713,46 +590,27 @@ class TraceData:
     def routed_frames(self, sid: str, rid: str, exchanges: list[int]) -> dict[int, set[int]]:
         """The frames of subscription ``exchanges`` the pipeline routed to run ``rid``."""
         out: dict[int, set[int]] = {}
-        if not exchanges:
-            return out
-        try:
-            for e in exchanges:
-                out[e] = {
-                    r[0]
-                    for r in self.dconn().execute(
-                        "SELECT idx FROM frame_results WHERE exchange_id = ? AND session_id IS ? AND run_id = ?",
-                        [e, sid, rid],
-                    )
-                }
-        except sqlite3.Error:
-            pass
+        for e in exchanges:
+            frames = self.reader.routed_frames(e, sid, rid)
+            if frames is None:  # not analysed
+                break
+            out[e] = frames
         return out
 
     def frame_keys(
         self, ex: ExchangeInfo, only: set[int] | None = None
     ) -> Iterator[tuple[tuple[float, int, int, int], int]]:
         """``(key, frame)`` of ``ex``'s frames (those in ``only``) in replay order."""
-        s = ex.started_at
-        cur = self.conn().execute(
-            "SELECT idx, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
-            [s, s, ex.index],
-        )
         e = ex.index
-        for idx, t in cur:
+        for idx, t in self.reader.frame_times(e, ex.started_at):
             if only is not None and idx not in only:
                 continue
             yield (t, e, 1, idx), idx
 
     def end_key(self, ex: ExchangeInfo) -> tuple[float, int, int, int]:
         """Where the end of ``ex``'s response stream falls in replay order."""
-        row = (
-            self.conn()
-            .execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [ex.index])
-            .fetchone()
-        )
-        last = ex.started_at
-        if row[0]:
-            last = max(last, row[0])
+        at = self.reader.last_frame_at(ex.index)
+        last = max(ex.started_at, at) if at else ex.started_at
         return (max(ex.ended_at or last, last), ex.index, 2, END)
 
     # -- pages of rows ------------------------------------------------------------------
@@ -798,61 +656,30 @@ class TraceData:
     def _frame_rows(self, ex: ExchangeInfo, first: int, count: int) -> list[Row]:
         last = first + count - 1
         rows: dict[int, Row] = {}
-        for idx, at, event, event_id, text, has_raw, direction, error in self.conn().execute(
-            "SELECT idx, at, event, event_id, substr(text, 1, 400), raw IS NOT NULL, direction, error FROM frames"
-            " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
-            [ex.index, first, last],
-        ):
-            rows[idx] = Row(
-                ex,
-                idx,
-                frame_t(at, ex.started_at),
-                event,
-                event_id,
-                text,
-                bool(has_raw),
-                direction or "in",
-                _loads(error),
-            )
-        try:
-            d = self.dconn()
-            for idx, state, error, shadow in d.execute(
-                "SELECT idx, state, error, shadow FROM frame_results WHERE exchange_id = ? AND idx BETWEEN ? AND ?",
-                [ex.index, first, last],
-            ):
+        for idx, at, event, event_id, text, has_raw, direction, error in self.reader.frame_summaries(ex.index, first, last):
+            rows[idx] = Row(ex, idx, frame_t(at, ex.started_at), event, event_id, text, bool(has_raw), direction or "in", _loads(error))
+        results = self.reader.frame_results(ex.index, first, last)
+        if results is not None:
+            for idx, state, error, shadow in results:
                 r = rows.get(idx)
                 if r is not None:
                     r.state = state
                     r.result_error = _loads(error)
                     r.shadow = len(_loads(shadow, []) or [])
                     r.facts = []
-            for idx, kind, accepted, reason, detail in d.execute(
-                "SELECT frame_idx, kind, accepted, reason, detail FROM facts WHERE exchange_id = ? AND frame_idx BETWEEN ? AND ?"
-                " ORDER BY seq",
-                [ex.index, first, last],
-            ):
+            for idx, kind, accepted, reason, detail in self.reader.fact_cells(ex.index, first, last):
                 r = rows.get(idx)
                 if r is not None:
                     if r.facts is None:
                         r.facts = []
                     r.facts.append(FactCell(kind, bool(accepted), reason, detail))
-        except sqlite3.Error:
-            pass
         return [rows[i] for i in sorted(rows)]
 
     # -- one frame in full ----------------------------------------------------------------
 
     def frame_detail(self, exchange: int, idx: int) -> dict[str, Any] | None:
         """Everything about one frame: text, raw bytes, offsets, facts (with the fact JSON), shadow facts."""
-        row = (
-            self.conn()
-            .execute(
-                "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
-                " WHERE exchange_id = ? AND idx = ?",
-                [exchange, idx],
-            )
-            .fetchone()
-        )
+        row = self.reader.frame_detail(exchange, idx)
         if row is None:
             return None
         at, event, event_id, text, raw, start, end, error, transport, direction = row
@@ -872,41 +699,19 @@ class TraceData:
             "state": None,
             "result_error": None,
         }
-        try:
-            d = self.dconn()
-            fr = d.execute(
-                "SELECT state, error, shadow, event_type, end_marker, unknown FROM frame_results WHERE exchange_id = ? AND idx = ?",
-                [exchange, idx],
-            ).fetchone()
-            if fr is not None:
-                out["state"], out["result_error"] = fr[0], _loads(fr[1])
-                out["shadow"] = _loads(fr[2], []) or []
-                out["event_type"], out["end_marker"], out["unknown"] = (
-                    fr[3],
-                    bool(fr[4]),
-                    bool(fr[5]),
-                )
-            out["facts"] = [
-                {"kind": k, "accepted": bool(a), "reason": r, "detail": dt, "fact": _loads(f, {})}
-                for k, a, r, dt, f in d.execute(
-                    "SELECT kind, accepted, reason, detail, fact FROM facts WHERE exchange_id = ? AND frame_idx = ? ORDER BY seq",
-                    [exchange, idx],
-                )
-            ]
-        except sqlite3.Error:
-            pass
+        fr = self.reader.frame_result(exchange, idx)
+        if fr is not None:
+            out["state"], out["result_error"] = fr[0], _loads(fr[1])
+            out["shadow"] = _loads(fr[2], []) or []
+            out["event_type"], out["end_marker"], out["unknown"] = fr[3], bool(fr[4]), bool(fr[5])
+        out["facts"] = [
+            {"kind": k, "accepted": bool(a), "reason": r, "detail": dt, "fact": _loads(f, {})}
+            for k, a, r, dt, f in self.reader.frame_facts(exchange, idx)
+        ]
         return out
 
     def exchange_detail(self, exchange: int) -> dict[str, Any] | None:
-        row = (
-            self.conn()
-            .execute(
-                "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
-                " FROM exchanges WHERE id = ?",
-                [exchange],
-            )
-            .fetchone()
-        )
+        row = self.reader.exchange_detail(exchange)
         if row is None:
             return None
         method, url, status, rqh, rqb, rsh, rsb, error, notes = row
@@ -921,69 +726,34 @@ class TraceData:
             "error": error,
             "notes": _loads(notes, {}),
         }
-        try:
-            h = (
-                self.dconn()
-                .execute(
-                    "SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?",
-                    [exchange],
-                )
-                .fetchone()
-            )
-            if h is not None:
-                out["history"] = {
-                    "ok": bool(h[0]),
-                    "error": h[1],
-                    "rule": h[2],
-                    "messages": len((_loads(h[3], {}) or {}).get("messages", [])),
-                }
-        except sqlite3.Error:
-            pass
+        h = self.reader.history_read(exchange)
+        if h is not None:
+            out["history"] = {
+                "ok": bool(h[0]),
+                "error": h[1],
+                "rule": h[2],
+                "messages": len((_loads(h[3], {}) or {}).get("messages", [])),
+            }
         return out
 
     # -- live vs history --------------------------------------------------------------------
 
     def history_reads(self, session_id: str) -> list[dict[str, Any]]:
-        try:
-            rows = (
-                self.dconn()
-                .execute(
-                    "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
-                    [session_id],
-                )
-                .fetchall()
-            )
-        except sqlite3.Error:
-            return []
         return [
             {"exchange": e, "at": at, "ok": bool(ok), "error": err, "result": _loads(res)}
-            for e, at, ok, err, res in rows
+            for e, at, ok, err, res in self.reader.history_reads(session_id)
         ]
 
     def settled_snapshot(
         self, session_id: str, run_id: str
     ) -> tuple[dict[str, Any] | None, str | None, float | None]:
-        try:
-            row = (
-                self.dconn()
-                .execute(
-                    "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?",
-                    [session_id, run_id],
-                )
-                .fetchone()
-            )
-        except sqlite3.Error:
-            return None, None, None
+        row = self.reader.settled_snapshot(session_id, run_id)
         if row is None:
             return None, None, None
         return _loads(row[0]), row[1], row[2]
 
     def close(self) -> None:
-        for name in ("conn", "dconn"):
-            c = getattr(self._local, name, None)
-            if c is not None:
-                c.close()
-                setattr(self._local, name, None)
+        self.reader.close()
 
 
 def writable(path: str | Path) -> bool:
@@ -995,36 +765,7 @@ def writable(path: str | Path) -> bool:
 def problem_frames(data: TraceData, timeline: Timeline) -> list[int]:
     """Rows of ``timeline`` that show something wrong: a rejected fact, a
     decode error, output lost after the reader stopped (sorted)."""
-    refs: set[tuple[int, int]] = set()
-    sid, rid = timeline.session_id, timeline.run_id
-    exchanges = sorted(timeline.exchanges)
-    try:
-        d = data.dconn()
-        refs |= set(
-            d.execute(
-                "SELECT exchange_id, frame_idx FROM facts WHERE session_id IS ? AND run_id IS ? AND accepted = 0"
-                " AND reason NOT IN ('duplicate-event', 'no-change')",
-                [sid, rid],
-            ).fetchall()
-        )
-        refs |= set(
-            d.execute(
-                "SELECT exchange_id, idx FROM frame_results WHERE session_id IS ? AND run_id IS ?"
-                " AND (state = 'error' OR shadow IS NOT NULL)",
-                [sid, rid],
-            ).fetchall()
-        )
-    except sqlite3.Error:
-        pass
-    if exchanges:
-        marks = ",".join("?" for _ in exchanges)
-        refs |= set(
-            data.conn()
-            .execute(
-                f"SELECT exchange_id, idx FROM frames WHERE exchange_id IN ({marks}) AND error IS NOT NULL",
-                exchanges,
-            )
-            .fetchall()
-        )
+    refs = data.reader.problem_refs(timeline.session_id, timeline.run_id)
+    refs |= data.reader.broken_frames(sorted(timeline.exchanges))
     rows = {timeline.find(e, i) for e, i in refs if e is not None and i is not None}
     return sorted(r for r in rows if r is not None)

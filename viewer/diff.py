@@ -17,7 +17,7 @@ from textual.content import Content
 from chatkit_trace.analyze.identity import Comparison, Pair, cause_sentence, describe, limit_sentence, visible
 from chatkit_trace.core import RuntimeMessage
 
-from .data import DEFAULT_SESSION, TraceData
+from .data import TraceData
 from .render import TONE_VAR
 
 __all__ = ["Comparison", "cause_sentence", "comparisons", "describe", "limit_sentence", "side_by_side"]
@@ -28,24 +28,16 @@ def comparisons(
 ) -> list[Comparison]:
     """Every comparison of ``run_id`` with a history read that covers it."""
     from chatkit_trace.analyze import Context
-    from chatkit_trace.pipeline import replay
+    from chatkit_trace.analyze.identity import comparisons as all_comparisons
+    from chatkit_trace.derive import derive_exchanges
 
-    from .replay import _exchange
+    from .replay import session_exchanges
 
-    c = data.conn()
-    if session_id == DEFAULT_SESSION:
-        where, params = "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)", [session_id]
-    else:
-        where, params = "capability IS NOT NULL AND session_id = ?", [session_id]
-    cur = c.execute(f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params)
-    names = [d[0] for d in cur.description]
-    exchanges = [_exchange(dict(zip(names, r)), data) for r in cur]
+    exchanges = session_exchanges(data, session_id)
     for ex in exchanges:
         ex.frames = list(ex.frames)
-    rep = replay(exchanges, adapter, capabilities=capabilities)
-    ctx = Context(rep, {e.index: e for e in exchanges}, adapter)
-    from chatkit_trace.analyze.identity import comparisons as all_comparisons
-
+    derived = derive_exchanges(exchanges, adapter, capabilities=capabilities, analyse=False)
+    ctx = Context(derived.replay, {e.index: e for e in exchanges}, adapter)
     return [x for x in all_comparisons(ctx) if x.run_id == run_id]
 
 

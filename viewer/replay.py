@@ -39,7 +39,6 @@ from typing import Any
 
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
-from chatkit_trace.store import exchange_from_row, frame_from_row
 from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import Frame
@@ -49,7 +48,6 @@ from .data import DEFAULT_SESSION, END, LRU, START, TraceData
 __all__ = ["Key", "Moment", "SessionReplayer"]
 
 Key = tuple[float, int, int, int]
-_FRAME_COLS = "exchange_id, idx, transport, direction, at, event, event_id, start, end, text, raw, error, data_offsets"
 
 
 @dataclass
@@ -77,32 +75,23 @@ class _LazyFrames:
     def __iter__(self) -> Iterator[Frame]:
         start = 0
         while True:
-            rows = (
-                self.data.conn()
-                .execute(
-                    f"SELECT {_FRAME_COLS} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx LIMIT 256",
-                    [self.index, start],
-                )
-                .fetchall()
-            )
-            if not rows:
+            frames = self.data.reader.frames(self.index, start=start, limit=256)
+            if not frames:
                 return
-            for r in rows:
-                yield _frame(r)
-            start = rows[-1][1] + 1
+            yield from frames
+            start = frames[-1].index + 1
 
     def __len__(self) -> int:
         return self.data.frame_count(self.index)
 
 
-def _frame(row: tuple[Any, ...]) -> Frame:
-    return frame_from_row(row)
-
-
-def _exchange(row: dict[str, Any], data: TraceData) -> Exchange:
-    ex = exchange_from_row(row)
-    ex.frames = _LazyFrames(data, ex.index)  # type: ignore[assignment]
-    return ex
+def session_exchanges(data: TraceData, session_id: str) -> list[Exchange]:
+    """The classified exchanges of a session (``default``: also those without
+    a session id), their frames read from SQLite only when iterated."""
+    out = data.reader.session_exchanges(session_id, DEFAULT_SESSION)
+    for ex in out:
+        ex.frames = _LazyFrames(data, ex.index)  # type: ignore[assignment]
+    return out
 
 
 #: Objects a checkpoint refers to instead of copying (the adapter, functions …), by id.
@@ -251,19 +240,7 @@ class SessionReplayer:
 
     def exchanges(self) -> list[Exchange]:
         if self._exchanges is None:
-            c = self.data.conn()
-            if self.session_key == DEFAULT_SESSION:
-                where, params = (
-                    "capability IS NOT NULL AND (session_id IS NULL OR session_id = ?)",
-                    [self.session_key],
-                )
-            else:
-                where, params = "capability IS NOT NULL AND session_id = ?", [self.session_key]
-            cur = c.execute(
-                f"SELECT * FROM exchanges WHERE {where} ORDER BY started_at, id", params
-            )
-            names = [d[0] for d in cur.description]
-            self._exchanges = [_exchange(dict(zip(names, r)), self.data) for r in cur]
+            self._exchanges = session_exchanges(self.data, self.session_key)
         return self._exchanges
 
     def _dump(self, rp: Replayer) -> bytes:
@@ -314,31 +291,21 @@ class SessionReplayer:
         start_key: Key = (s, e, 0, START)
         if after is None or start_key > after:
             yield start_key, ex, None
-        cond, params = "", []
+        # this exchange's frames strictly after ``after``, as (t, idx) in replay order
+        frames_after: tuple[float, int] | None = None
         if after is not None:
             tk, ek, kk, ik = after
             if (e, 1) > (ek, kk):
-                cond, params = " AND t >= ?", [tk]
+                frames_after = (tk, -1)  # t >= tk
             elif e == ek and kk == 1:
-                cond, params = " AND (t > ? OR (t = ? AND idx > ?))", [tk, tk, ik]
+                frames_after = (tk, ik)
             else:
-                cond, params = " AND t > ?", [tk]
-        conn = self.data.conn()
-        last = s
-        row = conn.execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [e]).fetchone()
-        if row[0]:
-            last = max(last, row[0])
-        cur = conn.execute(
-            f"SELECT {_FRAME_COLS}, CASE WHEN at THEN MAX(at, ?) ELSE ? END AS t FROM frames"
-            f" WHERE exchange_id = ?{cond} ORDER BY t, idx",
-            [s, s, e, *params],
-        )
-        while True:
-            rows = cur.fetchmany(256)
-            if not rows:
-                break
-            for r in rows:
-                yield (r[13], e, 1, r[1]), ex, _frame(r)
+                frames_after = (tk, END)  # t > tk
+        reader = self.data.reader
+        at = reader.last_frame_at(e)
+        last = max(s, at) if at else s
+        for t, frame in reader.frames_by_time(e, s, after=frames_after):
+            yield (t, e, 1, frame.index), ex, frame
         end_key: Key = (max(ex.ended_at or last, last), e, 2, END)
         if after is None or end_key > after:
             yield end_key, ex, None

@@ -6,6 +6,10 @@ detection logic lives in one function (``lifecycle``: CK1xx, ``identity``:
 CK2xx, ``validity``: CK3xx, ``stream``: CK4xx, ``routing``: CK5xx,
 ``timing``: CK6xx, ``recording``: CK7xx, from the trace's meta, once per
 trace: :func:`trace_findings`).
+
+A stored trace is analysed a session at a time by the derive engine
+(:class:`chatkit_trace.derive.Deriver`), which also merges the codes
+reported once per trace.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from ..pipeline import Replay, replay
 from ..trace import Exchange
 from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
 from ._context import ANALYZERS, Context, Options
-from ._runner import TRACE_LEVEL, SessionHooks, analyze_store
 from ._finding import CATALOGUE, REASON_CODES, SEVERITIES, CodeInfo, Finding, clip, make_finding, severity_rank
 from .recording import trace_findings
 
@@ -30,11 +33,8 @@ __all__ = [
     "Context",
     "Finding",
     "Options",
-    "SessionHooks",
-    "TRACE_LEVEL",
     "analyze",
     "analyze_replay",
-    "analyze_store",
     "clip",
     "make_finding",
     "severity_rank",

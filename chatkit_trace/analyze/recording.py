@@ -2,8 +2,9 @@
 
 These codes come from the trace's meta (how it was recorded or imported),
 not from its traffic, so they are computed once per trace by
-:func:`trace_findings` (``check`` through ``analyze_store``, and the
-viewer), never per session; they carry no session, run or frame.
+:func:`trace_findings` (through the derive engine's
+:func:`~chatkit_trace.derive.merge_findings`: ``check``, the viewer, the
+report), never per session; they carry no session, run or frame.
 """
 
 from __future__ import annotations

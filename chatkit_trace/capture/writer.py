@@ -13,10 +13,11 @@ owns the SQLite connection and does the rest::
               per flow: Content-Encoding decoder -> SSE parser / NDJSON
               splitter -> frames; requests matched against the route profile
               and redacted; exchanges finalised when their flow ends
-            when idle: replay the sessions whose flows changed through the
-              adapter and the Core (:func:`chatkit_trace.pipeline.replay`),
-              write the derived tables, log one line per finished run and
-              ask the loop to mark that run's flows in mitmweb
+            when idle: re-derive the sessions whose flows changed (the
+              derive engine, :class:`chatkit_trace.derive.Deriver`: the
+              adapter and the Core), write the derived tables, log one line
+              per finished run and ask the loop to mark that run's flows in
+              mitmweb
 
 Queue messages are tuples, first item the kind (the loop side builds them,
 see ``Recorder``): ``req`` (request line and headers), ``body`` (the request
@@ -188,28 +189,6 @@ def _exchange_size(ex: Exchange) -> int:
     return _EXCHANGE_ROW + len(ex.request_body or b"") + len(ex.response_body or b"") + headers + len(ex.url)
 
 
-class _SessionScope:
-    """What :func:`~chatkit_trace.store.write_replay` uses of a store, with
-    ``clear_derived`` limited to some sessions (and their exchanges), so a
-    replay of those sessions replaces only their derived rows."""
-
-    def __init__(self, store: Any, sessions: set[str], exchange_ids: list[int]) -> None:
-        self.db = store.db
-        self.sessions = sorted(sessions)
-        self.exchange_ids = exchange_ids
-
-    def clear_derived(self) -> None:
-        conn = self.db.conn
-        marks = ",".join("?" * len(self.sessions))
-        for table in ("facts", "frame_results", "runs", "sessions", "history_reads"):
-            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", self.sessions)
-        for i in range(0, len(self.exchange_ids), 500):
-            part = self.exchange_ids[i : i + 500]
-            m = ",".join("?" * len(part))
-            conn.execute(f"DELETE FROM frame_results WHERE exchange_id IN ({m})", part)
-            conn.execute(f"DELETE FROM facts WHERE exchange_id IN ({m})", part)
-
-
 class _InjectedFault(RuntimeError):
     """Raised on purpose when ``chatkit_test_raise`` asks for it."""
 
@@ -286,7 +265,6 @@ class Writer(threading.Thread):
         self.frames: list[Frame] = []
         self.dirty_sessions: set[str | None] = set()
         self.dirty_since: float | None = None
-        self.fact_seq = 0
         self.logged_runs: dict[tuple[str, str], tuple[Any, ...]] = {}
         self.adapter: Any = None
         self.orphans = 0
@@ -353,8 +331,6 @@ class Writer(threading.Thread):
         os.makedirs(parent, exist_ok=True)
         self.store = TraceStore(path, create=True)
         self.next_index = self.store.next_exchange_index()
-        row = self.store.db.execute("SELECT MAX(seq) FROM facts").fetchone()
-        self.fact_seq = 0 if row[0] is None else row[0] + 1
         self.recorded_bytes = self._recorded_bytes()
         meta = dict(self.config.recorder_meta)
         meta["started_at"] = time.time()
@@ -444,10 +420,8 @@ class Writer(threading.Thread):
         store = self.store
         stop = False
         syncs: list[threading.Event] = []
-        conn = store.db.conn
         try:
-            if not conn.in_transaction:
-                conn.execute("BEGIN")
+            store.begin()
         except sqlite3.Error as err:
             self._internal_error("store", err)
         for item in items:
@@ -502,7 +476,7 @@ class Writer(threading.Thread):
         except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
             self.frames = []
             try:
-                store.db.conn.rollback()
+                store.rollback()
             except Exception:  # noqa: BLE001, S110 - the batch is lost either way
                 pass
             self._internal_error("store", err)
@@ -1012,15 +986,9 @@ class Writer(threading.Thread):
             return
         self.last_cap_check = time.time()
         store = self.store
-        conn = store.db.conn
         dropped_before = self.capped["exchanges"]
         if cfg.max_age:
-            limit = time.time() - cfg.max_age
-            rows = conn.execute(
-                "SELECT id, session_id FROM exchanges WHERE coalesce(ended_at, started_at) < ? ORDER BY started_at, id",
-                [limit],
-            ).fetchall()
-            rows = [r for r in rows if r[0] not in self.open_indexes]
+            rows = [r for r in store.exchange_ages(ended_before=time.time() - cfg.max_age) if r[0] not in self.open_indexes]
             if rows:
                 self._prune(rows, "by_age")
         if cfg.max_db_bytes:
@@ -1028,8 +996,7 @@ class Writer(threading.Thread):
             for _ in range(50):
                 if self.recorded_bytes <= cfg.max_db_bytes:
                     break
-                rows = conn.execute("SELECT id, session_id FROM exchanges ORDER BY started_at, id").fetchall()
-                rows = [r for r in rows if r[0] not in self.open_indexes]
+                rows = [r for r in store.exchange_ages() if r[0] not in self.open_indexes]
                 if not rows:
                     self.over_cap = True
                     break
@@ -1043,38 +1010,14 @@ class Writer(threading.Thread):
 
     def _recorded_bytes(self, ids: list[int] | None = None) -> int:
         """The size of recorded exchanges and frames (all, or of exchanges ``ids``), as counted for the cap."""
-        conn = self.store.db.conn
-        where, params = "", []
-        if ids is not None:
-            where = f" WHERE {{col}} IN ({','.join('?' * len(ids))})"
-            params = ids
-        f = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0), COALESCE(SUM(LENGTH(raw)), 0) FROM frames"
-            + where.format(col="exchange_id"),
-            params,
-        ).fetchone()
-        e = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(request_body)), 0) + COALESCE(SUM(LENGTH(response_body)), 0)"
-            " + COALESCE(SUM(LENGTH(request_headers)), 0) + COALESCE(SUM(LENGTH(response_headers)), 0)"
-            " + COALESCE(SUM(LENGTH(url)), 0) FROM exchanges" + where.format(col="id"),
-            params,
-        ).fetchone()
-        return int(f[0] * _FRAME_ROW + f[1] + f[2] + e[0] * _EXCHANGE_ROW + e[1])
+        frames, frame_bytes, exchanges, exchange_bytes = self.store.recorded_sizes(ids)
+        return frames * _FRAME_ROW + frame_bytes + exchanges * _EXCHANGE_ROW + exchange_bytes
 
     def _prune(self, rows: list[tuple[int, str | None]], why: str) -> None:
-        conn = self.store.db.conn
         ids = [r[0] for r in rows]
-        frames = 0
         for i in range(0, len(ids), 500):
             self.recorded_bytes -= self._recorded_bytes(ids[i : i + 500])
-        with conn:
-            for i in range(0, len(ids), 500):
-                part = ids[i : i + 500]
-                marks = ",".join("?" * len(part))
-                frames += conn.execute(f"DELETE FROM frames WHERE exchange_id IN ({marks})", part).rowcount
-                conn.execute(f"DELETE FROM exchanges WHERE id IN ({marks})", part)
-                for table in ("facts", "frame_results", "history_reads"):  # their sessions are re-derived
-                    conn.execute(f"DELETE FROM {table} WHERE exchange_id IN ({marks})", part)
+        frames = self.store.delete_exchanges(ids)
         self.capped["exchanges"] += len(ids)
         self.capped["frames"] += frames
         self.capped[why] += len(ids)
@@ -1089,100 +1032,72 @@ class Writer(threading.Thread):
     # ------------------------------------------------------------------ derivation
 
     def _derive(self, *, final: bool = False) -> None:
-        """Replay the sessions that changed and rewrite their derived rows.
+        """Re-derive the sessions that changed and replace their derived rows.
 
         Only those sessions are replayed and rewritten (sessions are
         independent Cores), so a long recording costs what its busiest
-        session costs, not the whole file.  Fact ``seq`` numbers keep
-        growing across derivations (unique, in order within a session).
+        session costs, not the whole file.  The derive engine is the one
+        ``check`` runs (:class:`chatkit_trace.derive.Deriver`).
         """
         if not self.dirty_sessions or self.adapter is None:
             self.dirty_sessions.clear()
             self.dirty_since = None
             return
-        from ..pipeline import replay
-        from ..store import write_replay
+        from ..derive import Deriver
 
         started = time.monotonic()
         dirty = self.dirty_sessions
         self.dirty_sessions = set()
         self.dirty_since = None
-        store = self.store
-        caps = getattr(self.config.profile, "capabilities", None)
+        deriver = Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
         for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
-            where = "capability IS NOT NULL AND " + ("session_id IS NULL" if sid is None else "session_id = ?")
-            exchanges = list(store.exchanges(with_frames=True, where=where, params=[] if sid is None else [sid]))
-            r = replay(exchanges, self.adapter, capabilities=caps) if exchanges else None
-            names = set(r.sessions) if r is not None else set()
-            names.add(sid if sid is not None else "default")
-            for f in r.facts if r is not None else ():
-                f.seq = self.fact_seq
-                self.fact_seq += 1
-            scope = _SessionScope(store, names, [ex.index for ex in exchanges])
-            if r is not None:
-                write_replay(scope, r)  # type: ignore[arg-type]
-                self._report_runs(r, self._findings(r, exchanges), final=final)
-            else:
-                with store.db.conn:
-                    scope.clear_derived()
+            d = deriver.session(sid, analyse=False)
+            ids = [ex.index for ex in d.exchanges]
+            self.store.write_derived(d.rows() if ids else {}, sessions=d.names, exchanges=ids)
+            if ids:
+                self._report_runs(d, self._findings(deriver, d), final=final)
         self.derive_cost = time.monotonic() - started
 
-    def _findings(self, r: Any, exchanges: list[Exchange]) -> list[Any]:
+    def _findings(self, deriver: Any, derived: Any) -> list[Any]:
         """The session's findings, by the analysis ``check`` runs (so the
         per-run log line and ``check`` say the same thing)."""
-        from ..analyze import Options, analyze_replay
-
         try:
-            has_history = self.store.db.execute(
-                "SELECT 1 FROM exchanges WHERE capability = 'history' LIMIT 1"
-            ).fetchone() is not None
-            return analyze_replay(r, exchanges, self.adapter, Options(trace_has_history=has_history))
+            return deriver.analyse(derived)  # type: ignore[no-any-return]
         except Exception as err:  # noqa: BLE001 - the log line then says so
             self._internal_error("analyze", err)
             return []
 
-    def _report_runs(self, r: Any, findings: list[Any] | None = None, *, final: bool) -> None:
+    def _report_runs(self, derived: Any, findings: list[Any] | None = None, *, final: bool) -> None:
         """One log line per finished run, with its findings as ``check`` reports
         them (and a mitmweb mark on its flows); logged again when they change."""
         per_finding: dict[tuple[Any, Any], list[Any]] = {}
         for f in findings or ():
             per_finding.setdefault((f.session_id, f.run_id), []).append(f)
-        for session_id, s in r.sessions.items():
-            per_run: dict[str, list[Any]] = {}
-            for f in r.facts:
-                if f.fact.session_id == session_id:
-                    per_run.setdefault(f.fact.run_id, []).append(f)
-            for view in s.core.snapshot.runs:
-                rec = s.runs.get(view.id)
-                exchanges = list(rec.exchanges) if rec else []
-                still_open = any(i in self.open_indexes for i in exchanges)
-                if not view.terminal and still_open and not final:
-                    continue
-                facts = per_run.get(view.id, [])
-                rejected = Counter(
-                    f.result.reason.value if f.result.reason is not None else "rejected"
-                    for f in facts
-                    if not f.result.accepted
-                )
-                outcome = self._outcome(view, r, exchanges)
-                mine = sorted(per_finding.get((session_id, view.id), []), key=lambda f: (f.severity != "error", f.severity, f.code))
-                codes = tuple(dict.fromkeys(f"{f.code} {f.severity}" for f in mine))
-                signature = (outcome, len(facts), tuple(sorted(rejected.items())), codes)
-                key = (session_id, view.id)
-                if self.logged_runs.get(key) == signature:
-                    continue
-                self.logged_runs[key] = signature
-                if rejected:
-                    rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
-                    rej_text = f"{sum(rejected.values())} rejected ({rej})"
-                else:
-                    rej_text = "no rejections"
-                found = f"findings: {', '.join(codes)}" if codes else "no findings"
-                summary = f"session {session_id} run {view.id}: {outcome}, {len(facts)} facts, {rej_text}; {found}"
-                self._log(logging.INFO, f"chatkit-trace: {summary}")
-                marker = self._marker(view, rejected, mine)
-                fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
-                self._mark(fids, marker, summary)
+        for run in derived.runs():
+            view, exchanges = run.view, run.exchanges
+            still_open = any(i in self.open_indexes for i in exchanges)
+            if not view.terminal and still_open and not final:
+                continue
+            rejected = run.rejections
+            outcome = self._outcome(view, derived.replay, exchanges)
+            mine = sorted(per_finding.get((run.session_id, view.id), []), key=lambda f: (f.severity != "error", f.severity, f.code))
+            codes = tuple(dict.fromkeys(f"{f.code} {f.severity}" for f in mine))
+            signature = (outcome, run.facts, tuple(sorted(rejected.items())), codes)
+            key = (run.session_id, view.id)
+            if self.logged_runs.get(key) == signature:
+                continue
+            self.logged_runs[key] = signature
+            if rejected:
+                rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
+                rej_text = f"{sum(rejected.values())} rejected ({rej})"
+            else:
+                rej_text = "no rejections"
+            found = f"findings: {', '.join(codes)}" if codes else "no findings"
+            summary = f"session {run.session_id} run {view.id}: {outcome}, {run.facts} facts, {rej_text}; {found}"
+            self._log(logging.INFO, f"chatkit-trace: {summary}")
+            marker = self._marker(view, rejected, mine)
+            fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
+            self._mark(fids, marker, summary)
 
     @staticmethod
     def _outcome(view: Any, r: Any, exchanges: list[int]) -> str:
@@ -1228,8 +1143,7 @@ class Writer(threading.Thread):
         if store is None:
             return
         try:
-            if not store.db.conn.in_transaction:
-                store.db.conn.execute("BEGIN")
+            store.begin()
             for st in list(self.flows.values()):
                 if st.ended:
                     continue

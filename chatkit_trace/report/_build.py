@@ -1,9 +1,10 @@
 """Building the report from ``check``'s own pass over the trace.
 
-The report runs :func:`chatkit_trace.analyze.analyze_store` (what ``check``
-runs), session by session, with three hooks (:class:`SessionHooks`):
-``observe`` reads the Core's snapshot after every replay event (as edit
-operations, :mod:`._snapshot`), ``done`` turns the session's replay into
+The report runs the derive engine ``check`` runs
+(:class:`chatkit_trace.derive.Deriver`), session by session, with three
+hooks: ``observe`` reads the Core's snapshot after every replay event (as
+edit operations, :mod:`._snapshot`), ``done`` (the engine's
+``on_session``) turns the session's replay into
 the page's data (runs, their timelines, facts with admission results,
 live-vs-history comparisons) and writes it to the output file straight
 away, ``prepare`` scrubs message text (``--scrub-text``, as ``export``
@@ -33,10 +34,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..core import ChatkitTraceError
-from ..analyze import CATALOGUE, Finding, Options, SessionHooks, analyze_store, severity_rank
+from ..analyze import CATALOGUE, Finding, Options, severity_rank
 from ..analyze._context import Context
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
-from ..store._derived import fact_summary
+from ..derive import Deriver, SessionDerivation, fact_summary
 from ..trace import Exchange
 from ..wire import Frame
 from ._html import HtmlWriter
@@ -242,8 +243,19 @@ class _Builder:
         self.ref_owner: dict[str, tuple[str, str, int]] = {}
         self.t_min: float | None = None
 
-    def hooks(self) -> SessionHooks:
-        return SessionHooks(prepare=self.prepare if self.scrub else None, observe=self.observe, done=self.done)
+    def deriver(self, loaded: Any, options: Options | None) -> Deriver:
+        """The engine ``check`` runs, with this builder's hooks."""
+        return Deriver(
+            loaded.store,
+            loaded.adapter,
+            capabilities=loaded.capabilities,
+            options=options,
+            prepare=self.prepare if self.scrub else None,
+            observe=self.observe,
+        )
+
+    def session_done(self, derived: SessionDerivation) -> None:
+        self.done(derived.session_id, derived.replay, derived.exchanges, derived.findings)
 
     # -- hooks ------------------------------------------------------------------------
 
@@ -618,7 +630,7 @@ def write_report(
     scrub_text: bool = False,
     keep: Callable[[Finding], bool] | None = None,
     title: str | None = None,
-    on_session: Callable[[str | None, int], None] | None = None,
+    on_session: Callable[[SessionDerivation], None] | None = None,
 ) -> ReportResult:
     """Analyse ``trace`` as ``check`` does and write the self-contained HTML report to ``output``.
 
@@ -649,14 +661,17 @@ def write_report(
         warnings: list[str] = []
         plain: list[Finding] | None = None
         if scrub_text:
-            plain, _ = analyze_store(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
+            plain = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options).run().findings
         writer = HtmlWriter(tmp, title=title, generator=f"chatkit-trace {__version__}")
         try:
             builder = _Builder(writer, scrub=scrub_text, adapter=loaded.adapter)
-            findings, counts = analyze_store(
-                loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options, hooks=builder.hooks(),
-                on_session=on_session,
-            )
+            def session_done(derived: SessionDerivation) -> None:
+                builder.session_done(derived)
+                if on_session is not None:
+                    on_session(derived)
+
+            result = builder.deriver(loaded, options).run(on_session=session_done)
+            findings, counts = result.findings, result.counts
             if not counts["sessions"]:
                 raise ReportError(
                     f"nothing to report: no exchange of {src.name} matched a route of the profile "

@@ -1,19 +1,28 @@
-"""The SQLite trace store (docs/trace-format.md): one file per recording."""
+"""The SQLite trace store (docs/trace-format.md): one file per recording.
 
-from ._db import FRAME_COLUMNS, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
-from ._derived import write_replay
-from ._schema import DERIVED_TABLES, RECORDED_TABLES, SCHEMA_VERSION
+Every SQL statement of chatkit-trace lives in this package: :class:`TraceStore`
+writes a recording and its derived rows (plain rows, made by
+:mod:`chatkit_trace.derive`) and reads them back; :class:`TraceReader` is the
+viewer's read-only, paged access from several threads.
+"""
+
+from ._db import ALL, FRAME_COLUMNS, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
+from ._read import EXCHANGE_SUMMARY, TraceReader
+from ._schema import DERIVED_TABLES, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
 __all__ = [
+    "ALL",
     "DERIVED_TABLES",
+    "EXCHANGE_SUMMARY",
     "FRAME_COLUMNS",
     "RECORDED_TABLES",
     "SCHEMA_VERSION",
+    "SESSION_TABLES",
     "TraceFormatError",
+    "TraceReader",
     "TraceStore",
     "exchange_from_row",
     "frame_from_row",
     "frame_id",
     "parse_frame_id",
-    "write_replay",
 ]

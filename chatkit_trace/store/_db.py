@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,9 @@ from sqlite_utils import Database
 from ..core import ChatkitTraceError
 from ..trace import Exchange
 from ..wire import DecodeError, Frame
-from ._schema import DERIVED_TABLES, MIGRATIONS, SCHEMA_VERSION
+from ._schema import DERIVED_TABLES, MIGRATIONS, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
-__all__ = ["TraceStore", "TraceFormatError", "frame_id", "parse_frame_id", "frame_from_row", "exchange_from_row", "FRAME_COLUMNS"]
+__all__ = ["ALL", "TraceStore", "TraceFormatError", "frame_id", "parse_frame_id", "frame_from_row", "exchange_from_row", "FRAME_COLUMNS"]
 
 
 class TraceFormatError(ChatkitTraceError, ValueError):
@@ -192,6 +193,10 @@ def exchange_from_row(row: dict[str, Any]) -> Exchange:
     )
 
 
+#: Every session: :meth:`TraceStore.exchanges` without a session filter.
+ALL: Any = type("ALL", (), {"__repr__": lambda self: "ALL"})()
+
+
 class TraceStore:
     """A trace database (see docs/trace-format.md).
 
@@ -228,6 +233,7 @@ class TraceStore:
         except sqlite3.DatabaseError as err:
             raise TraceFormatError(f"{self.path} is not a SQLite database ({err})") from None
         self.readonly = readonly
+        self._columns: dict[str, frozenset[str]] = {}
         if "meta" not in tables:
             if tables - {"_sqlite_migrations"} and not create:
                 raise TraceFormatError(f"{self.path} is a SQLite database but not a chatkit-trace recording (no meta table)")
@@ -342,6 +348,32 @@ class TraceStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ transactions
+
+    def begin(self) -> None:
+        """Open a transaction unless one is open (the recorder's writer batches its writes)."""
+        if not self.db.conn.in_transaction:
+            self.db.conn.execute("BEGIN")
+
+    def rollback(self) -> None:
+        self.db.conn.rollback()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Commit what the block wrote, or roll it back when it raises."""
+        with self.db.conn:
+            yield
+
+    def copy(self, path: str | Path) -> TraceStore:
+        """A copy of this trace at ``path``, opened for writing (SQLite's online
+        backup: consistent even while the recorder writes)."""
+        dst = sqlite3.connect(str(path))
+        try:
+            self.db.conn.backup(dst)
+        finally:
+            dst.close()
+        return TraceStore(path)
+
     # ------------------------------------------------------------------ reading
 
     def exchange_count(self) -> int:
@@ -354,9 +386,19 @@ class TraceStore:
         row = self.db.execute("SELECT MAX(id) FROM exchanges").fetchone()
         return 0 if row[0] is None else row[0] + 1
 
-    def exchanges(self, *, with_frames: bool = False, where: str | None = None, params: Sequence[Any] = ()) -> Iterator[Exchange]:
-        """Exchanges in time order (frames loaded per exchange when asked)."""
+    def exchanges(
+        self, *, with_frames: bool = False, session: Any = ALL, classified: bool | None = None
+    ) -> Iterator[Exchange]:
+        """Exchanges in time order (frames loaded per exchange when asked).
+
+        ``session``: only those of this session id (None: those without
+        one); ``classified``: only those a profile route matched (True) or
+        none did (False)."""
+        where, params = _exchange_filter(session, classified)
         sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + " ORDER BY started_at, id"
+        yield from self._exchanges(sql, params, with_frames)
+
+    def _exchanges(self, sql: str, params: Sequence[Any], with_frames: bool) -> Iterator[Exchange]:
         cursor = self.db.conn.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
         for row in cursor:
@@ -366,7 +408,7 @@ class TraceStore:
             yield ex
 
     def exchange(self, index: int, *, with_frames: bool = True) -> Exchange | None:
-        for ex in self.exchanges(with_frames=with_frames, where="id = ?", params=[index]):
+        for ex in self._exchanges("SELECT * FROM exchanges WHERE id = ?", [index], with_frames):
             return ex
         return None
 
@@ -379,14 +421,160 @@ class TraceStore:
             params.append(limit)
         return [frame_from_row(r) for r in self.db.conn.execute(sql, params)]
 
+    def session_ids(self) -> list[str | None]:
+        """The session ids of the classified exchanges (None: exchanges without
+        one), in the order their first exchange started."""
+        rows = self.db.execute(
+            "SELECT session_id, MIN(started_at) AS t FROM exchanges WHERE capability IS NOT NULL "
+            "GROUP BY session_id ORDER BY t"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def has_capability(self, capability: str) -> bool:
+        """Whether an exchange was classified as ``capability`` (e.g. ``history``)."""
+        row = self.db.execute("SELECT 1 FROM exchanges WHERE capability = ? LIMIT 1", [capability]).fetchone()
+        return row is not None
+
+    def has_classified(self) -> bool:
+        """Whether a profile route matched any exchange."""
+        return self.db.execute("SELECT 1 FROM exchanges WHERE capability IS NOT NULL LIMIT 1").fetchone() is not None
+
     def capture_errors(self) -> list[dict[str, Any]]:
         return list(self.db["capture_errors"].rows)
 
+    def rows(self, table: str, *, order: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every row of a table of the trace (``order``: a column list)."""
+        if table not in RECORDED_TABLES + DERIVED_TABLES:
+            raise ValueError(f"{table!r} is not a table of the trace")
+        return self.db[table].rows_where(order_by=order)
+
+    # ------------------------------------------------------------------ the recorder's caps
+
+    def exchange_ages(self, *, ended_before: float | None = None) -> list[tuple[int, str | None]]:
+        """``(id, session_id)`` of every exchange (that ended, or started
+        without ending, before ``ended_before``), oldest first."""
+        if ended_before is None:
+            return [tuple(r) for r in self.db.execute("SELECT id, session_id FROM exchanges ORDER BY started_at, id")]
+        return [
+            tuple(r)
+            for r in self.db.execute(
+                "SELECT id, session_id FROM exchanges WHERE coalesce(ended_at, started_at) < ? ORDER BY started_at, id",
+                [ended_before],
+            )
+        ]
+
+    def recorded_sizes(self, ids: Sequence[int] | None = None) -> tuple[int, int, int, int]:
+        """What the recorded data of exchanges ``ids`` (all: None) weighs:
+        ``(frames, bytes of their text and raw bytes, exchanges, bytes of
+        their bodies, headers and URLs)``."""
+        where, params = "", []
+        if ids is not None:
+            where = f" WHERE {{col}} IN ({','.join('?' * len(ids))})"
+            params = list(ids)
+        f = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(text)), 0), COALESCE(SUM(LENGTH(raw)), 0) FROM frames"
+            + where.format(col="exchange_id"),
+            params,
+        ).fetchone()
+        e = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(request_body)), 0) + COALESCE(SUM(LENGTH(response_body)), 0)"
+            " + COALESCE(SUM(LENGTH(request_headers)), 0) + COALESCE(SUM(LENGTH(response_headers)), 0)"
+            " + COALESCE(SUM(LENGTH(url)), 0) FROM exchanges" + where.format(col="id"),
+            params,
+        ).fetchone()
+        return int(f[0]), int(f[1] + f[2]), int(e[0]), int(e[1])
+
+    def delete_exchanges(self, ids: Sequence[int]) -> int:
+        """Delete exchanges, their frames and the derived rows that name them
+        (their sessions are re-derived), in one transaction; returns how many
+        frames went."""
+        frames = 0
+        conn = self.db.conn
+        with conn:
+            for part in _chunks(ids):
+                marks = ",".join("?" * len(part))
+                frames += conn.execute(f"DELETE FROM frames WHERE exchange_id IN ({marks})", part).rowcount
+                conn.execute(f"DELETE FROM exchanges WHERE id IN ({marks})", part)
+                for table in ("facts", "frame_results", "history_reads"):
+                    conn.execute(f"DELETE FROM {table} WHERE exchange_id IN ({marks})", part)
+        return frames
+
+    def delete_frames(self, exchange_index: int) -> None:
+        """Drop an exchange's frames (re-classification re-makes a JSON body's frames)."""
+        self.db.conn.execute("DELETE FROM frames WHERE exchange_id = ?", [exchange_index])
+
     # ------------------------------------------------------------------ derived data
 
-    def clear_derived(self) -> None:
-        for table in DERIVED_TABLES:
-            self.db.execute(f"DELETE FROM {table}")
+    def clear_derived(self, *, sessions: Iterable[str] | None = None, exchanges: Iterable[int] = ()) -> None:
+        """Delete derived rows (not committed: :meth:`write_derived` commits).
 
-    def rows(self, table: str, where: str | None = None, params: Sequence[Any] = (), order: str | None = None) -> Iterator[dict[str, Any]]:
-        return self.db[table].rows_where(where, list(params), order_by=order)
+        Everything, findings included, by default; with ``sessions``, only
+        the rows of those sessions and of ``exchanges`` (the recorder
+        re-derives the sessions that changed)."""
+        conn = self.db.conn
+        if sessions is None:
+            for table in DERIVED_TABLES:
+                conn.execute(f"DELETE FROM {table}")
+            return
+        names = sorted(sessions)
+        marks = ",".join("?" * len(names))
+        for table in SESSION_TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({marks})", names)
+        for part in _chunks(list(exchanges)):
+            m = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM frame_results WHERE exchange_id IN ({m})", part)
+            conn.execute(f"DELETE FROM facts WHERE exchange_id IN ({m})", part)
+
+    def write_derived(
+        self,
+        rows: Mapping[str, Sequence[Mapping[str, Any]]],
+        *,
+        sessions: Iterable[str] | None = None,
+        exchanges: Iterable[int] = (),
+    ) -> None:
+        """Add plain rows (column -> value) to the derived tables, in one
+        transaction; with ``sessions``, those sessions' rows (and the rows of
+        ``exchanges``) are replaced in the same transaction.  Facts keep
+        their order (``seq`` is assigned on insert)."""
+        conn = self.db.conn
+        with conn:
+            if sessions is not None:
+                self.clear_derived(sessions=sessions, exchanges=exchanges)
+            for table, items in rows.items():
+                if table not in DERIVED_TABLES or table == "findings":
+                    raise ValueError(f"{table!r} is not a derived table (findings: replace_findings)")
+                if items:
+                    conn.executemany(self._insert(table, tuple(items[0])), [tuple(r.values()) for r in items])
+
+    def replace_findings(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the ``findings`` table with ``rows`` (one transaction)."""
+        with self.db.conn:
+            self.db.execute("DELETE FROM findings")
+            self.db["findings"].insert_all(dict(r) for r in rows)
+
+    def _insert(self, table: str, columns: tuple[str, ...]) -> str:
+        known = self._columns.get(table)
+        if known is None:
+            known = self._columns[table] = frozenset(self.db[table].columns_dict)
+        unknown = [c for c in columns if c not in known]
+        if unknown:
+            raise ValueError(f"{table} has no column {unknown[0]!r}")
+        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def _exchange_filter(session: Any, classified: bool | None) -> tuple[str, list[Any]]:
+    parts: list[str] = []
+    params: list[Any] = []
+    if classified is not None:
+        parts.append("capability IS NOT NULL" if classified else "capability IS NULL")
+    if session is None:
+        parts.append("session_id IS NULL")
+    elif session is not ALL:
+        parts.append("session_id = ?")
+        params.append(session)
+    return " AND ".join(parts), params
+
+
+def _chunks(ids: Sequence[int], size: int = 500) -> Iterator[list[int]]:
+    for i in range(0, len(ids), size):
+        yield list(ids[i : i + size])

@@ -14,11 +14,13 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES", "SESSION_TABLES"]
 
 SCHEMA_VERSION = 1
 RECORDED_TABLES = ("meta", "exchanges", "frames", "capture_errors")
 DERIVED_TABLES = ("facts", "frame_results", "runs", "sessions", "history_reads", "findings")
+#: The derived tables whose rows name their session (re-derived a session at a time).
+SESSION_TABLES = ("facts", "frame_results", "runs", "sessions", "history_reads")
 
 MIGRATIONS = Migrations("chatkit_trace")
 

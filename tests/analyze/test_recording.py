@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from chatkit_trace.analyze import CATALOGUE, analyze_store, trace_findings
+from chatkit_trace.analyze import CATALOGUE, trace_findings
 from chatkit_trace.checkcmd import run_check
+from chatkit_trace.derive import Deriver
 from chatkit_trace.examples.my_protocol import MyProtocol
 from chatkit_trace.adapters import create_adapter
 from chatkit_trace.store import TraceStore
@@ -34,7 +35,7 @@ def test_the_code_is_an_info_in_the_catalogue():
 
 def test_redaction_off_is_reported_once_on_the_trace(tmp_path):
     store = _store(tmp_path / "kept.db", redaction="off", recordings=[{"redaction": "off"}])
-    findings, _ = analyze_store(store, create_adapter(MyProtocol()))
+    findings = Deriver(store, create_adapter(MyProtocol())).run().findings
     kept = [f for f in findings if f.code == "CK701"]
     assert len(kept) == 1
     f = kept[0]

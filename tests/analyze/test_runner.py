@@ -1,41 +1,8 @@
-"""Session-at-a-time analysis of a stored trace equals analysing it whole."""
+"""What every analysis run adds: the injected fault named next to its effect, replays told from new output."""
 
 from __future__ import annotations
 
-from chatkit_trace.analyze import analyze, analyze_store
-from chatkit_trace.store import TraceStore
-
 from .corpus import CORPUS, load_case
-
-CASES = ["CK101-direct", "CK102", "CK401", "CK406", "CK404", "clean-myproto", "CK201"]
-
-
-def test_store_analysis_per_session_matches_whole_trace_analysis(tmp_path):
-    store = TraceStore(tmp_path / "t.db", create=True)
-    all_exchanges = []
-    index = 0
-    adapter = None
-    for n, name in enumerate(CASES):
-        _, exchanges, adapter = load_case(CORPUS / f"{name}.json")
-        for ex in exchanges:
-            ex.session_id = f"{ex.session_id}-{n}"
-            for f in ex.frames:
-                object.__setattr__(f, "exchange_index", index)
-            ex.index = index
-            ex.started_at += n * 100
-            ex.ended_at = (ex.ended_at or ex.started_at) + n * 100
-            ex.frames = [type(f)(**{**{k: getattr(f, k) for k in f.__slots__}, "at": f.at + n * 100}) for f in ex.frames]
-            index += 1
-            store.add_exchange(ex)
-            all_exchanges.append(ex)
-    _, whole = analyze(all_exchanges, adapter)
-    per_session, counts = analyze_store(store, adapter, write=True)
-    key = lambda f: (f.code, f.session_id, f.run_id, f.frames[0], f.fingerprint)
-    assert sorted(map(key, per_session)) == sorted(map(key, whole))
-    assert counts["sessions"] == len(CASES)
-    # once-per-trace codes are merged across sessions
-    assert sum(1 for f in per_session if f.code == "CK406") == 1
-    assert store.db["facts"].count == counts["facts"] and store.db["runs"].count > 0
 
 
 def test_a_finding_names_the_fault_injected_on_its_exchange():
@@ -71,21 +38,3 @@ def test_a_resume_of_a_settled_run_that_only_replays_is_not_lost_output():
         exchanges = [build_exchange(0, run), build_exchange(1, resume)]
         _, findings = analyze(exchanges, adapter)
         assert [f.code for f in findings if f.severity != "info"] == expected
-
-
-def test_route_infos_are_one_finding_per_trace_and_route_across_sessions(tmp_path):
-    """CK115 (and CK112, CK207, CK306, CK307) are "once per trace and route":
-    analysed session by session, two sessions' stops on one route are one
-    finding counting both runs, as when the trace is analysed whole."""
-    store = TraceStore(tmp_path / "t.db", create=True)
-    _, exchanges, adapter = load_case(CORPUS / "CK115-openai-stop-by-close.json")
-    assert len({ex.session_id for ex in exchanges}) == 2
-    for ex in exchanges:
-        store.add_exchange(ex)
-    per_session, counts = analyze_store(store, adapter)
-    _, whole = analyze(exchanges, adapter)
-    assert counts["sessions"] == 2
-    for found in (per_session, whole):
-        [f] = [x for x in found if x.code == "CK115"]
-        assert f.detail["count"] == 2 and f.message.startswith("2 run(s) on POST /v1/chat/completions")
-        assert f.frames == ["0:2", "1:1"]

@@ -51,7 +51,7 @@ def env(demo, module_procs, tmp_path_factory):
 def trace(env, tmp_path: Path, sid: str, count: int = 1):
     _, db, _, _, _ = env
     store = settled_copy(db, tmp_path / "copy.db", sid, count)
-    exs = list(store.exchanges(where="session_id = ?", params=[sid]))
+    exs = list(store.exchanges(session=sid))
     return store, exs
 
 

@@ -107,7 +107,7 @@ async def test_record_injects_the_fault_and_records_it(demo, tmp_path):
         got = await run(f"http://127.0.0.1:{port}", "rec-1")
         assert got.ids == ["e0", "e2", "e3", "e4"]
         store = settled_copy(db, tmp_path / "copy.db", "rec-1", 1)
-        [ex] = list(store.exchanges(where="session_id = ?", params=["rec-1"]))
+        [ex] = list(store.exchanges(session="rec-1"))
         assert (
             ex.notes["fault"]["seed"] == 3 and ex.notes["fault"]["applied"][0]["event_id"] == "e1"
         )

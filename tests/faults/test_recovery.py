@@ -79,7 +79,7 @@ async def test_a_cut_then_a_resume_judges_the_replay(myproto, tmp_path, bug, tex
     _, status, seen = await _story(base, sid)
     assert (status, seen) == ("completed", text)  # what the user saw after recovering
     store = settled_copy(db, tmp_path / "copy.db", sid, 3)
-    exs = {ex.capability: ex for ex in store.exchanges(where="session_id = ?", params=[sid])}
+    exs = {ex.capability: ex for ex in store.exchanges(session=sid)}
     run, resume = exs["run"], exs["resume"]
     assert run.end == "reset" and [f.event_id for f in store.frames(run.index)] == [
         f"e{i}" for i in range(6)
@@ -130,7 +130,7 @@ async def test_without_resume_a_later_history_read_settles_the_run(myproto, tmp_
         await http.close()
     # the run, the history read the client made at the cut (still running), the later one
     store = settled_copy(db, tmp_path / "copy.db", sid, 3)
-    exs = list(store.exchanges(where="session_id = ?", params=[sid]))
+    exs = list(store.exchanges(session=sid))
     assert [e.capability for e in exs] == ["run", "history", "history"]
     [run] = [e for e in exs if e.capability == "run"]
     assert run.end == "reset" and len(store.frames(run.index)) == 2
@@ -233,7 +233,7 @@ async def test_a_cut_on_a_protocol_without_resume_is_ck103_and_nothing_is_invent
         await runtime.close()
         await http.close()
     store = settled_copy(db, tmp_path / "copy.db", sid, 1)
-    [ex] = list(store.exchanges(where="session_id = ?", params=[sid]))
+    [ex] = list(store.exchanges(session=sid))
     assert ex.end == "reset" and len(store.frames(ex.index)) == 3
     assert ex.notes["fault"]["applied"][0]["frame"] == 2
     found = findings(store.path, sid, profile="openai")

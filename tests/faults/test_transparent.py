@@ -67,7 +67,7 @@ async def test_with_no_rule_the_addon_is_byte_for_byte_transparent(server, quiet
             assert got.raw == bytes(server.sent[rid])  # byte for byte, still encoded
             assert "X-Chatkit-Fault" not in got.headers
     store = settled_copy(db, tmp_path / "copy.db", "quiet", 15)
-    for ex in store.exchanges(where="session_id = ?", params=["quiet"]):
+    for ex in store.exchanges(session="quiet"):
         assert "fault" not in ex.notes and ex.end == "complete"
         assert [json.loads(f.text) for f in store.frames(ex.index)] == run_events(ex.run_id, 12)
     assert "chatkit-trace fault" not in p.output  # nothing configured, nothing done, nothing said
@@ -101,7 +101,7 @@ async def test_an_encoded_stream_is_decoded_to_find_events_and_reencoded(
     expect = run_events(rid, 6)
     assert got.json() == [expect[0], *expect[2:]]
     store = settled_copy(db, tmp_path / "copy.db", sid, 1)
-    [ex] = list(store.exchanges(where="session_id = ?", params=[sid]))
+    [ex] = list(store.exchanges(session=sid))
     assert [f.event_id for f in store.frames(ex.index)] == got.ids
     notes = ex.notes["fault"]
     assert notes["applied"][0]["event_id"] == "e1"

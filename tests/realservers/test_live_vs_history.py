@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.analyze import analyze_store
+from chatkit_trace.derive import Deriver
 from chatkit_trace.cli import main
 from chatkit_trace.loading import open_trace
 
@@ -76,7 +76,7 @@ def through_addon(srv, protocol: str, db: Path) -> Iterator[None]:
 def findings(db: Path):
     loaded = open_trace(db)
     try:
-        out, _ = analyze_store(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
+        out = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities).run().findings
     finally:
         loaded.close()
     return out

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chatkit_trace.analyze import analyze_store
+from chatkit_trace.derive import _engine as derive_engine
 from chatkit_trace.checkcmd import run_check
 from chatkit_trace.cli import main
 from chatkit_trace.loading import open_trace
@@ -334,14 +334,14 @@ def test_sessions_are_written_as_they_are_analysed(tmp_path: Path, monkeypatch: 
         sizes.append(self.file.tell())
 
     reads: list[int] = []
-    loaded_exchanges = analyze_store.__globals__["replay"]
+    loaded_exchanges = derive_engine.replay
 
     def counting_replay(exchanges: Any, *a: Any, **k: Any) -> Any:
         reads.append(len(seen))
         return loaded_exchanges(exchanges, *a, **k)
 
     monkeypatch.setattr(_html.HtmlWriter, "blob", blob)
-    monkeypatch.setitem(analyze_store.__globals__, "replay", counting_replay)
+    monkeypatch.setattr(derive_engine, "replay", counting_replay)
     make_report(trace)
     assert reads == [0, 2, 4]  # session k is replayed after sessions < k were written
     assert sizes == sorted(sizes) and seen == ["s0", "d0", "s1", "d1", "s2", "d2"]

@@ -9,8 +9,7 @@ import pytest
 
 from chatkit_trace.adapters import create_adapter
 from chatkit_trace.examples.my_protocol import MyProtocol
-from chatkit_trace.pipeline import replay
-from chatkit_trace.store import SCHEMA_VERSION, TraceFormatError, TraceStore, write_replay
+from chatkit_trace.store import SCHEMA_VERSION, TraceFormatError, TraceStore
 from chatkit_trace.trace import Exchange, frames_from_body
 
 BODY = (
@@ -63,22 +62,31 @@ def test_exchange_and_frames_round_trip(tmp_path, where):
     assert store.frames(0, start=1, limit=2) == ex.frames[1:3]
 
 
-def test_derived_tables_from_a_replay(tmp_path):
+def test_derived_rows_are_plain_rows_replaced_a_session_at_a_time(tmp_path):
     store = TraceStore(tmp_path / "t.db", create=True)
-    store.add_exchange(make_exchange())
-    adapter = create_adapter(MyProtocol(), history=True)
-    write_replay(store, replay(store.exchanges(with_frames=True), adapter))
-    states = [r["state"] for r in store.rows("frame_results", order="exchange_id, idx")]
-    assert states == ["admitted", "admitted", "error", "after-error"]
-    (run,) = list(store.rows("runs"))
-    assert run["status"] == "running" and run["frames"] == 4 and run["rejected"] == 0
-    facts = list(store.rows("facts", order="seq"))
-    assert [f["kind"] for f in facts] == ["message"] and facts[0]["accepted"] == 1
-    (session,) = list(store.rows("sessions"))
-    assert json.loads(session["snapshot"])["messages"][1]["parts"][0]["text"] == "Hi é"
-    # Re-deriving replaces, never duplicates.
-    write_replay(store, replay(store.exchanges(with_frames=True), adapter))
-    assert len(list(store.rows("facts"))) == 1
+
+    def rows(session, exchange, kind):
+        return {
+            "facts": [{"exchange_id": exchange, "frame_idx": 0, "session_id": session, "run_id": "r", "kind": kind, "accepted": 1}],
+            "sessions": [{"session_id": session, "status": "idle", "runs": 1, "messages": 0, "snapshot": "{}"}],
+        }
+
+    store.write_derived(rows("s1", 0, "started"))
+    store.write_derived(rows("s2", 1, "started"))
+    # the recorder re-derives s1: its rows (and its exchanges') are replaced in one transaction, s2's stay
+    store.write_derived(rows("s1", 0, "completed"), sessions={"s1"}, exchanges=[0])
+    facts = sorted((r["session_id"], r["kind"]) for r in store.rows("facts"))
+    assert facts == [("s1", "completed"), ("s2", "started")]
+    assert sorted(r["session_id"] for r in store.rows("sessions")) == ["s1", "s2"]
+    store.replace_findings([{"code": "CK101", "severity": "error", "session_id": "s1", "frames": "[]"}])
+    store.replace_findings([{"code": "CK102", "severity": "error", "session_id": "s2", "frames": "[]"}])
+    assert [r["code"] for r in store.rows("findings")] == ["CK102"]
+    store.clear_derived()
+    assert [list(store.rows(t)) for t in ("facts", "sessions", "findings")] == [[], [], []]
+    with pytest.raises(ValueError, match="not a derived table"):
+        store.write_derived({"exchanges": [{"id": 9}]})
+    with pytest.raises(ValueError, match="no column"):
+        store.write_derived({"facts": [{"nope": 1}]})
 
 
 def test_missing_file_and_directory(tmp_path):

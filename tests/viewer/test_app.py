@@ -374,15 +374,16 @@ def test_analysis_writes_back_or_to_a_side_database(traces, tmp_path, write_back
     from chatkit_trace.viewer.data import TraceData
 
     path = traces("CK105")
-    steps: list[str] = []
+    steps: list[tuple[str, float | None]] = []
     result = analyse(
         path,
         write_back=write_back,
         side_dir=tmp_path,
-        progress=lambda what, frac: steps.append(what),
+        progress=lambda what, frac: steps.append((what, frac)),
     )
     assert result is not None and result.findings >= 1
-    assert steps[0] == "reading frames" and steps[-1] == "writing derived tables"
+    # progress after every session, then the findings
+    assert steps == [("analysing sessions", 0.0), ("analysing sessions", 1.0), ("writing derived tables", None)]
     data = TraceData(path, result.derived_path)
     assert (result.derived_path is None) == write_back
     assert (
@@ -467,3 +468,19 @@ async def test_a_wrong_profile_recording_opens_with_the_right_profile(tmp_path):
     source.discard()
     assert not Path(source.path).exists()
     assert trace.read_bytes() == before
+
+
+def test_a_cancelled_analysis_stops_after_a_session_and_leaves_no_side_database(tmp_path):
+    from chatkit_trace.viewer.analysis import analyse
+
+    from ..derive.test_engine import _several_sessions
+
+    store, _, _ = _several_sessions(tmp_path / "several.db")
+    store.set_meta("protocol", "myproto")
+    store.close()
+    side = tmp_path / "side"
+    side.mkdir()
+    calls = []
+    result = analyse(tmp_path / "several.db", side_dir=side, cancelled=lambda: calls.append(1) or len(calls) > 2)
+    assert result is None and list(side.iterdir()) == []
+    assert len(calls) == 3  # once before the first session, then after each session until it turned true

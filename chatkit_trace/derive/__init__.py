@@ -1,0 +1,39 @@
+"""One derive engine: exchanges in; facts, frame results, run and session
+snapshots, history reads and findings out.
+
+Everything that turns recorded traffic into results runs through here: the
+recorder's writer (each session that changed, and its per-run log line),
+``check`` and ``redecode``, ``import``, ``runs``, ``diff``, the viewer's
+analysis and the fixtures' expected outcomes.  So they say the same thing:
+they run the same code.
+
+* :class:`Deriver` walks a stored trace one session at a time
+  (:meth:`Deriver.run`, with an ``on_session`` hook for progress), writes the
+  derived tables where asked, and merges the trace's findings in one place
+  (:func:`merge_findings`: the once-per-trace codes, :data:`TRACE_LEVEL`,
+  and the recording's own, CK7xx);
+* :func:`derive_exchanges` derives one session's exchanges held in memory;
+* :func:`derived_rows` and :func:`finding_rows` turn a replay and findings
+  into the plain rows the store writes; :func:`run_summaries` counts each
+  run as the log line, ``runs`` and the ``runs`` table show it.
+
+Layering: the engine sits on the replay (:mod:`chatkit_trace.pipeline`), the
+analyzers and the store; the store knows nothing of it.
+"""
+
+from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings
+from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
+
+__all__ = [
+    "TRACE_LEVEL",
+    "DeriveResult",
+    "Deriver",
+    "RunSummary",
+    "SessionDerivation",
+    "derive_exchanges",
+    "derived_rows",
+    "fact_summary",
+    "finding_rows",
+    "merge_findings",
+    "run_summaries",
+]

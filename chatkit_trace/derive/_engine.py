@@ -1,0 +1,230 @@
+"""The derive engine: a stored trace, one session at a time, through the
+replay (:mod:`chatkit_trace.pipeline`) and the analyzers
+(:mod:`chatkit_trace.analyze`).
+
+Sessions never share Core state, so only one session's exchanges, frames
+and facts are in memory at a time, and its derived rows can be written as
+soon as it is done.  What only the whole trace can say is settled at the
+end, in one place (:func:`merge_findings`): the once-per-trace codes
+(:data:`TRACE_LEVEL`) are merged across sessions, and the codes about the
+recording itself (CK7xx) come from the trace's meta.  CK203 learns up front
+whether the trace holds any history read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..adapters import Adapter
+from ..analyze import Finding, Options, analyze_replay, severity_rank, trace_findings
+from ..pipeline import DEFAULT_SESSION, Replay, Replayer, replay, understood_exchanges
+from ..store import TraceStore
+from ..trace import Exchange
+from ..wire import Frame
+from ._rows import RunSummary, derived_rows, finding_rows, run_summaries
+
+__all__ = ["TRACE_LEVEL", "DeriveResult", "Deriver", "SessionDerivation", "derive_exchanges", "merge_findings"]
+
+#: ``observe(kind, exchange, frame, replayer)``: after every replay event (kind
+#: 0 request start, 1 frame, 2 end of stream; :func:`chatkit_trace.pipeline.replay`).
+Observe = Callable[[int, Exchange, "Frame | None", Replayer], None]
+#: ``prepare(exchanges)``: the exchanges to replay instead (e.g. scrubbed).
+Prepare = Callable[[list[Exchange]], list[Exchange]]
+
+#: Codes reported once per trace: each session's are merged (:func:`merge_findings`).
+TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406", "CK505")
+
+
+@dataclass
+class SessionDerivation:
+    """One session, derived: its exchanges, their replay and its findings
+    (before the trace-level merge)."""
+
+    #: the stored session id (None: the exchanges that carry none)
+    session_id: str | None
+    exchanges: list[Exchange]
+    replay: Replay
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def names(self) -> set[str]:
+        """Every session the replay made (an event may name another), and the stored one."""
+        return set(self.replay.sessions) | {self.session_id if self.session_id is not None else DEFAULT_SESSION}
+
+    def rows(self) -> dict[str, list[dict[str, Any]]]:
+        """The derived tables' rows (:func:`~chatkit_trace.derive.derived_rows`)."""
+        return derived_rows(self.replay)
+
+    def runs(self) -> list[RunSummary]:
+        return run_summaries(self.replay)
+
+
+@dataclass
+class DeriveResult:
+    """The trace's findings (merged, sorted) and what was derived: ``frames``,
+    ``facts``, ``violations``, ``sessions``, ``matched`` (exchanges a route
+    matched) and ``understood`` (those the adapter made sense of)."""
+
+    findings: list[Finding]
+    counts: dict[str, int]
+
+
+def derive_exchanges(
+    exchanges: list[Exchange],
+    adapter: Adapter,
+    *,
+    capabilities: Iterable[str] | None = None,
+    options: Options | None = None,
+    analyse: bool = True,
+    session_id: str | None = None,
+    observe: Observe | None = None,
+) -> SessionDerivation:
+    """Replay one session's ``exchanges`` and (``analyse``) find what is wrong."""
+    rep = replay(exchanges, adapter, capabilities=capabilities, observe=observe)
+    found = analyze_replay(rep, exchanges, adapter, options) if analyse else []
+    return SessionDerivation(session_id, exchanges, rep, found)
+
+
+class Deriver:
+    """Derive a stored trace session by session (see the module docstring).
+
+    :param store: the trace (read: its classified exchanges and meta).
+    :param capabilities: the Core's (from the route profile); default the adapter's.
+    :param options: the analyzers' thresholds.
+    :param prepare: what to replay instead of a session's stored exchanges
+        (the HTML report's ``--scrub-text``).
+    :param observe: called after every replay event (the HTML report reads
+        the snapshot the UI had at each).
+    """
+
+    def __init__(
+        self,
+        store: TraceStore,
+        adapter: Adapter,
+        *,
+        capabilities: Any = None,
+        options: Options | None = None,
+        prepare: Prepare | None = None,
+        observe: Observe | None = None,
+    ) -> None:
+        self.store = store
+        self.adapter = adapter
+        self.capabilities = capabilities
+        self.prepare = prepare
+        self.observe = observe
+        self.options = replace(options or Options(), trace_has_history=store.has_capability("history"))
+
+    def sessions(self) -> list[str | None]:
+        """The stored session ids, in the order their first exchange started."""
+        return self.store.session_ids()
+
+    def session(self, session_id: str | None, *, analyse: bool = True) -> SessionDerivation:
+        """Replay (and ``analyse``) the classified exchanges of one stored session."""
+        exchanges = list(self.store.exchanges(with_frames=True, session=session_id, classified=True))
+        if self.prepare is not None:
+            exchanges = self.prepare(exchanges)
+        return derive_exchanges(
+            exchanges,
+            self.adapter,
+            capabilities=self.capabilities,
+            options=self.options,
+            analyse=analyse,
+            session_id=session_id,
+            observe=self.observe,
+        )
+
+    def analyse(self, derived: SessionDerivation) -> list[Finding]:
+        """Find what is wrong in a session replayed without analysis."""
+        derived.findings = analyze_replay(derived.replay, derived.exchanges, self.adapter, self.options)
+        return derived.findings
+
+    def run(
+        self,
+        *,
+        write_to: TraceStore | None = None,
+        analyse: bool = True,
+        on_session: Callable[[SessionDerivation], None] | None = None,
+    ) -> DeriveResult:
+        """Derive every session; merge the trace's findings.
+
+        ``write_to``: a store whose derived tables are replaced by the
+        result (the trace itself for ``redecode`` and ``import``, a side
+        database for the viewer), a session's rows as soon as it is done,
+        the findings at the end (when ``analyse``).  ``on_session`` is
+        called after each session (progress; a caller may read its replay).
+        """
+        findings: list[Finding] = []
+        counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
+        if write_to is not None:
+            write_to.clear_derived()
+        for sid in self.sessions():
+            d = self.session(sid, analyse=analyse)
+            rep = d.replay
+            findings.extend(d.findings)
+            counts["frames"] += len(rep.frames)
+            counts["facts"] += len(rep.facts)
+            counts["violations"] += sum(1 for f in rep.facts if f.result.violation)
+            counts["sessions"] += 1
+            counts["matched"] += len(d.exchanges)
+            counts["understood"] += len(understood_exchanges(rep))
+            if write_to is not None:
+                write_to.write_derived(d.rows())
+            if on_session is not None:
+                on_session(d)
+            del d, rep
+        merged = merge_findings(findings, self.store.meta()) if analyse else []
+        if write_to is not None and analyse:
+            write_to.replace_findings(finding_rows(merged))
+        return DeriveResult(merged, counts)
+
+
+def merge_findings(findings: Iterable[Finding], meta: Mapping[str, Any]) -> list[Finding]:
+    """The trace's findings from its sessions': once-per-trace codes merged
+    (frames, counts and examples added up), the recording's own (CK7xx)
+    from ``meta``, sorted by session, run, severity and code."""
+    by_fp: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for f in findings:
+        if f.code not in TRACE_LEVEL:
+            out.append(f)
+            continue
+        first = by_fp.get(f.fingerprint)
+        if first is None:
+            by_fp[f.fingerprint] = f
+            continue
+        first.frames = (first.frames + [x for x in f.frames if x not in first.frames])[:20]
+        if f.code == "CK406":
+            types = dict(first.detail.get("types", {}))
+            for t, n in f.detail.get("types", {}).items():
+                types[t] = types.get(t, 0) + n
+            first.detail["types"] = types
+            total = sum(types.values())
+            top = sorted(types.items(), key=lambda kv: -kv[1])[:5]
+            first.message = (
+                f"{total} frame(s) of {len(types)} event type(s) decoded to nothing and were ignored "
+                f"({', '.join(f'{t} x{n}' for t, n in top)})."
+            )
+        elif f.code == "CK401":
+            first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
+        elif f.code in ("CK306", "CK307"):
+            first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
+        elif f.code == "CK505":
+            first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = first.message.rsplit("; ", 1)[0] + f"; {first.detail['count']} such run(s))."
+        elif f.code == "CK207":
+            first.detail["reads"] = first.detail.get("reads", 0) + f.detail.get("reads", 0)
+        elif f.code in ("CK112", "CK115"):
+            count = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["count"] = count
+            first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]
+            first.message = re.sub(r"^\d+ run\(s\)", f"{count} run(s)", first.message)
+        elif f.code == "CK203":
+            first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
+            first.detail["examples"] = (first.detail.get("examples", []) + f.detail.get("examples", []))[:10]
+    merged = out + list(by_fp.values()) + trace_findings(meta)
+    merged.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))
+    return merged

@@ -1,0 +1,214 @@
+"""What a replay and its findings become in the trace: plain rows, one dict
+(column -> value) per row, per derived table.  The store writes them
+(:meth:`chatkit_trace.store.TraceStore.write_derived`,
+:meth:`~chatkit_trace.store.TraceStore.replace_findings`) without knowing
+where they came from."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..analyze import Finding
+from ..core import RunView, Snapshot
+from ..pipeline import FactRecord, FrameRecord, HistoryRecord, Replay, RunRecord
+
+__all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries"]
+
+Rows = dict[str, list[dict[str, Any]]]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def fact_summary(fact: Any) -> dict[str, Any]:
+    """What the trace stores of a fact: everything but a message's content,
+    which is summarised (part ids, types, text lengths) so a long answer sent
+    as whole messages does not grow the file quadratically.  The full fact is
+    always recomputable from the frames (``redecode``)."""
+    data = fact.to_json()
+    for key in ("kind", "sessionId", "runId", "eventId"):  # already columns of the row
+        data.pop(key, None)
+    message = data.get("message")
+    if isinstance(message, dict):
+        data["message"] = {
+            "id": message.get("id"),
+            "role": message.get("role"),
+            "parts": [
+                [p.get("id"), p.get("type"), len(p["text"]) if isinstance(p.get("text"), str) else None]
+                for p in message.get("parts", [])
+                if isinstance(p, dict)
+            ],
+            "summary": True,
+        }
+    return data
+
+
+def _run_part(snapshot: Any, run_id: str) -> dict[str, Any]:
+    """The part of a snapshot that belongs to one run (its messages and view):
+    what the live-vs-history comparison needs, without repeating the whole
+    session per run."""
+    data = snapshot.to_json()
+    data["messages"] = [m for m in data["messages"] if m.get("runId") == run_id]
+    data["runs"] = [r for r in data["runs"] if r.get("id") == run_id]
+    return data
+
+
+@dataclass
+class RunSummary:
+    """One run of a replay as the recorder's log line, ``runs`` and the
+    ``runs`` table count it."""
+
+    session_id: str
+    view: RunView
+    record: RunRecord | None
+    #: times of the frames the replay attributed to the run
+    frame_times: list[float] = field(default_factory=list)
+    facts: int = 0
+    #: facts rejected for a contract violation (not idempotently)
+    violations: int = 0
+    #: every rejection, by reason (idempotent ones included)
+    rejections: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def run_id(self) -> str:
+        return self.view.id
+
+    @property
+    def exchanges(self) -> list[int]:
+        return list(self.record.exchanges) if self.record is not None else []
+
+
+def run_summaries(replay: Replay) -> list[RunSummary]:
+    """Every run of every session of ``replay``, in the Core's order."""
+    frames: dict[tuple[str | None, str | None], list[float]] = {}
+    for fr in replay.frames:
+        frames.setdefault((fr.session_id, fr.run_id), []).append(fr.at)
+    facts: dict[tuple[str, str], tuple[list[int], Counter[str]]] = {}
+    for f in replay.facts:
+        counts, rejections = facts.setdefault((f.fact.session_id, f.fact.run_id), ([0, 0], Counter()))
+        counts[0] += 1
+        counts[1] += int(f.result.violation)
+        if not f.result.accepted:
+            rejections[f.result.reason.value if f.result.reason is not None else "rejected"] += 1
+    out = []
+    for sid, s in replay.sessions.items():
+        for view in s.core.snapshot.runs:
+            (n, violations), rejections = facts.get((sid, view.id), ([0, 0], Counter()))
+            out.append(RunSummary(sid, view, s.runs.get(view.id), frames.get((sid, view.id), []), n, violations, rejections))
+    return out
+
+
+def derived_rows(replay: Replay) -> Rows:
+    """``replay``'s facts, frame results, runs, sessions and history reads as rows."""
+    return {
+        "facts": [_fact_row(f) for f in replay.facts],
+        "frame_results": [_frame_row(fr) for fr in replay.frames],
+        "runs": [_run_row(r) for r in run_summaries(replay)],
+        "sessions": [_session_row(sid, s.core.snapshot) for sid, s in replay.sessions.items()],
+        "history_reads": [_history_row(sid, h) for sid, s in replay.sessions.items() for h in s.history],
+    }
+
+
+def _fact_row(f: FactRecord) -> dict[str, Any]:
+    return {
+        "exchange_id": f.exchange_index,
+        "frame_idx": f.frame_index,
+        "session_id": f.fact.session_id,
+        "run_id": f.fact.run_id,
+        "kind": f.fact.kind,
+        "event_id": f.fact.event_id,
+        "accepted": int(f.result.accepted),
+        "reason": None if f.result.reason is None else f.result.reason.value,
+        "detail": f.result.detail,
+        "snapshot_version": f.snapshot_version,
+        "fact": _dumps(fact_summary(f.fact)),
+    }
+
+
+def _frame_row(fr: FrameRecord) -> dict[str, Any]:
+    error = fr.error
+    return {
+        "exchange_id": fr.exchange_index,
+        "idx": fr.frame_index,
+        "state": fr.state,
+        "session_id": fr.session_id,
+        "run_id": fr.run_id,
+        "error": None
+        if error is None
+        else _dumps(error.to_json() if hasattr(error, "to_json") else {"kind": "decode", "message": str(error)}),
+        "unknown": int(fr.unknown),
+        "event_type": fr.event_type,
+        "end_marker": int(fr.end_marker),
+        "shadow": _dumps([fact_summary(f) for f in fr.shadow]) if fr.shadow else None,
+    }
+
+
+def _session_row(session_id: str, snap: Snapshot) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "status": snap.session_status,
+        "runs": len(snap.runs),
+        "messages": len(snap.messages),
+        "snapshot": _dumps(snap.to_json()),
+    }
+
+
+def _history_row(session_id: str, h: HistoryRecord) -> dict[str, Any]:
+    return {
+        "exchange_id": h.exchange_index,
+        "session_id": session_id,
+        "at": h.at,
+        "ok": int(bool(h.command and h.command.ok)),
+        "error": h.error or (h.command.error if h.command and not h.command.ok else None),
+        "rule": h.command.rule if h.command else None,
+        "result": _dumps(h.result.to_json()) if h.result is not None else None,
+        "before": _dumps(h.before.to_json()),
+        "after": _dumps(h.after.to_json()),
+    }
+
+
+def _run_row(r: RunSummary) -> dict[str, Any]:
+    view, rec, times = r.view, r.record, r.frame_times
+    return {
+        "session_id": r.session_id,
+        "run_id": view.id,
+        "status": view.status,
+        "origin": view.origin,
+        "phase": view.phase,
+        "connection": view.connection,
+        "error": _dumps(view.error.to_json()) if view.error else None,
+        "interrupt_reason": view.interrupt_reason,
+        "created_at": view.created_at,
+        "settled_at": rec.settled_at if rec else None,
+        "settled_by": rec.settled_by if rec else None,
+        "exchanges": _dumps(rec.exchanges if rec else []),
+        "frames": len(times),
+        "facts": r.facts,
+        "rejected": r.violations,
+        "first_at": min(times) if times else None,
+        "last_at": max(times) if times else None,
+        "settled_snapshot": _dumps(_run_part(rec.settled, view.id)) if rec and rec.settled else None,
+    }
+
+
+def finding_rows(findings: Iterable[Finding]) -> list[dict[str, Any]]:
+    """The ``findings`` table's rows."""
+    return [
+        {
+            "code": f.code,
+            "severity": f.severity,
+            "rule": f.rule,
+            "session_id": f.session_id,
+            "run_id": f.run_id,
+            "frames": json.dumps(f.frames),
+            "fingerprint": f.fingerprint,
+            "message": f.message,
+            "detail": json.dumps(f.detail, default=str),
+        }
+        for f in findings
+    ]

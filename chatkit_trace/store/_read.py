@@ -1,0 +1,442 @@
+"""``TraceReader``: read-only, paged access to a trace for the viewer.
+
+The viewer reads from several threads while the recorder may still be
+writing the file (WAL mode), and keeps derived tables it computed itself in
+a side database (``derived_path``).  So every thread gets its own read-only
+connection to the trace and one to the derived tables, and every query is a
+small indexed one: nothing here loads a whole trace.
+
+Derived tables may be missing or half written (a trace not analysed yet, a
+side database being replaced): a read of them returns nothing instead of
+raising.  Rows come back as tuples in the order each method names.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..trace import Exchange
+from ..wire import Frame
+from ._db import FRAME_COLUMNS, exchange_from_row, frame_from_row
+
+__all__ = ["EXCHANGE_SUMMARY", "TraceReader"]
+
+#: The columns of :meth:`TraceReader.exchange_summaries`, in order.
+EXCHANGE_SUMMARY = (
+    "id",
+    "capability",
+    "session_id",
+    "run_id",
+    "method",
+    "url",
+    "status",
+    "started_at",
+    "ended_at",
+    "transport",
+    "end",
+    "error",
+    "cursor",
+    "target_run_id",
+)
+#: A subscription's cursor is the route's, else the ``Last-Event-ID`` header an
+#: EventSource sends when it reconnects (``Exchange.resume_cursor``).
+_CURSOR_SQL = (
+    "COALESCE(cursor, CASE WHEN capability = 'subscribe' AND json_valid(request_headers) THEN"
+    " (SELECT json_extract(value, '$[1]') FROM json_each(request_headers)"
+    " WHERE lower(json_extract(value, '$[0]')) = 'last-event-id' AND json_extract(value, '$[1]') != '' LIMIT 1) END)"
+)
+_SUMMARY_SQL = "SELECT " + ", ".join(_CURSOR_SQL if c == "cursor" else c for c in EXCHANGE_SUMMARY) + " FROM exchanges"
+_FRAME_COLS = ", ".join(f'"{c}"' for c in FRAME_COLUMNS)
+#: A frame's place in time as the pipeline orders it: ``max(at, started_at)``, else ``started_at``.
+_FRAME_T = "CASE WHEN at THEN MAX(at, ?) ELSE ? END"
+_NOT_LOST = "('duplicate-event', 'no-change')"  # rejections that lose nothing
+
+
+def _session_filter(session: str, default_session: str | None) -> tuple[str, list[Any]]:
+    """``session`` as the Core names it: ``default_session`` also holds the
+    exchanges that carry no session id."""
+    if session == default_session:
+        return "(session_id IS NULL OR session_id = ?)", [session]
+    return "session_id = ?", [session]
+
+
+class TraceReader:
+    """Read-only access to one trace and its derived tables.
+
+    :param path: the trace database.
+    :param derived_path: where the derived tables are (default: the trace).
+    """
+
+    def __init__(self, path: str | Path, derived_path: str | Path | None = None) -> None:
+        self.path = str(Path(path).resolve())
+        self.derived_path = str(derived_path) if derived_path is not None else self.path
+        self._local = threading.local()
+
+    # -- connections ------------------------------------------------------------------
+
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection to the recorded tables."""
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self._connect(self.path)
+        return c
+
+    def _dconn(self) -> sqlite3.Connection:
+        """This thread's connection to the derived tables."""
+        if self.derived_path == self.path:
+            return self._conn()
+        c = getattr(self._local, "dconn", None)
+        if c is None or getattr(self._local, "dpath", None) != self.derived_path:
+            c = self._local.dconn = self._connect(self.derived_path)
+            self._local.dpath = self.derived_path
+        return c
+
+    def _derived(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a derived table; none when the tables are missing."""
+        try:
+            return self._dconn().execute(sql, list(params)).fetchall()
+        except sqlite3.Error:
+            return []
+
+    def set_derived(self, path: str | Path | None) -> None:
+        self.derived_path = str(path) if path is not None else self.path
+
+    def close(self) -> None:
+        """Close this thread's connections."""
+        for name in ("conn", "dconn"):
+            c = getattr(self._local, name, None)
+            if c is not None:
+                c.close()
+                setattr(self._local, name, None)
+
+    # -- the trace --------------------------------------------------------------------
+
+    def data_version(self) -> int:
+        """Changes whenever another connection committed to the trace (live tail)."""
+        return int(self._conn().execute("PRAGMA data_version").fetchone()[0])
+
+    def meta(self) -> dict[str, Any]:
+        """The meta table (a value that is not JSON comes back as stored)."""
+        out: dict[str, Any] = {}
+        for key, value in self._conn().execute("SELECT key, value FROM meta"):
+            try:
+                out[key] = json.loads(value)
+            except (TypeError, ValueError):
+                out[key] = value
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """``frames`` (the highest frame rowid: cheap on a growing trace) and ``exchanges``."""
+        c = self._conn()
+        frames = c.execute("SELECT MAX(rowid) FROM frames").fetchone()[0] or 0
+        exchanges = c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
+        return {"frames": frames, "exchanges": exchanges}
+
+    def has_open_stream(self) -> bool:
+        """A response stream without an end: the recorder may still be writing."""
+        row = self._conn().execute("SELECT 1 FROM exchanges WHERE transport IS NOT NULL AND end IS NULL LIMIT 1").fetchone()
+        return row is not None
+
+    # -- exchanges ----------------------------------------------------------------------
+
+    def exchange_summary(self, index: int) -> tuple[Any, ...] | None:
+        """One exchange's :data:`EXCHANGE_SUMMARY` columns (``cursor``: a
+    subscription's ``Last-Event-ID`` when its route names none)."""
+        return self._conn().execute(_SUMMARY_SQL + " WHERE id = ?", [index]).fetchone()
+
+    def exchange_summaries(
+        self,
+        *,
+        classified: bool = False,
+        session: str | None = None,
+        default_session: str | None = None,
+        run: tuple[str | None, str] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """:data:`EXCHANGE_SUMMARY` rows in time order: the classified ones
+        (``classified``), those of a ``session`` (see :func:`_session_filter`),
+        those of a ``run`` ``(session id, run id)``."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if classified:
+            parts.append("capability IS NOT NULL")
+        if session is not None:
+            where, p = _session_filter(session, default_session)
+            parts.append(where)
+            params += p
+        if run is not None:
+            parts.append("session_id IS ? AND run_id = ?")
+            params += list(run)
+        sql = _SUMMARY_SQL + (" WHERE " + " AND ".join(parts) if parts else "") + " ORDER BY started_at, id"
+        return self._conn().execute(sql, params).fetchall()
+
+    def session_exchanges(self, session: str, default_session: str | None) -> list[Exchange]:
+        """The classified exchanges of ``session`` in time order, as
+        :class:`Exchange` objects without frames (see :func:`_session_filter`)."""
+        where, params = _session_filter(session, default_session)
+        cur = self._conn().execute(
+            f"SELECT * FROM exchanges WHERE capability IS NOT NULL AND {where} ORDER BY started_at, id", params
+        )
+        names = [d[0] for d in cur.description]
+        return [exchange_from_row(dict(zip(names, r))) for r in cur]
+
+    def session_signature(self, session: str, default_session: str | None) -> tuple[Any, ...]:
+        """Changes when the session's exchanges or frames change (live tail)."""
+        c = self._conn()
+        where, params = _session_filter(session, default_session)
+        rows = c.execute(f"SELECT id, status, end, ended_at, run_id FROM exchanges WHERE {where} ORDER BY id", params).fetchall()
+        ids = [r[0] for r in rows]
+        frames = 0
+        if ids:
+            marks = ",".join("?" for _ in ids)
+            frames = c.execute(f"SELECT COUNT(*) FROM frames WHERE exchange_id IN ({marks})", ids).fetchone()[0]
+        return (tuple(rows), frames)
+
+    def exchange_detail(self, index: int) -> tuple[Any, ...] | None:
+        """``(method, url, status, request_headers, request_body,
+        response_headers, response_body, error, notes)`` of one exchange."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
+                " FROM exchanges WHERE id = ?",
+                [index],
+            )
+            .fetchone()
+        )
+
+    def search(self, text: str, limit_exchanges: int = 100_000) -> set[int]:
+        """Exchanges whose frames or request body contain ``text`` (a scan)."""
+        like = f"%{text}%"
+        c = self._conn()
+        hits = {r[0] for r in c.execute("SELECT DISTINCT exchange_id FROM frames WHERE text LIKE ? LIMIT ?", [like, limit_exchanges])}
+        hits |= {r[0] for r in c.execute("SELECT id FROM exchanges WHERE CAST(request_body AS TEXT) LIKE ?", [like])}
+        return hits
+
+    # -- frames ---------------------------------------------------------------------------
+
+    def frame_count(self, exchange: int) -> int:
+        row = self._conn().execute("SELECT MAX(idx) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()
+        return 0 if row[0] is None else row[0] + 1
+
+    def last_frame_at(self, exchange: int) -> float | None:
+        return self._conn().execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()[0]
+
+    def frames(self, exchange: int, *, start: int = 0, limit: int = 256) -> list[Frame]:
+        """Frames ``start``… of an exchange, at most ``limit``."""
+        rows = self._conn().execute(
+            f"SELECT {_FRAME_COLS} FROM frames WHERE exchange_id = ? AND idx >= ? ORDER BY idx LIMIT ?",
+            [exchange, start, limit],
+        )
+        return [frame_from_row(r) for r in rows]
+
+    def frame_times(self, exchange: int, started_at: float) -> Iterator[tuple[int, float]]:
+        """``(idx, t)`` of an exchange's frames in replay order (``t``: the
+        frame's time as the pipeline orders it), streamed."""
+        yield from self._conn().execute(
+            f"SELECT idx, {_FRAME_T} AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
+            [started_at, started_at, exchange],
+        )
+
+    def frames_by_time(
+        self, exchange: int, started_at: float, *, after: tuple[float, int] | None = None, batch: int = 256
+    ) -> Iterator[tuple[float, Frame]]:
+        """``(t, frame)`` of an exchange's frames in replay order (see
+        :meth:`frame_times`), only those after ``(t, idx)`` when given; read
+        ``batch`` rows at a time."""
+        cond, params = "", []
+        if after is not None:
+            cond, params = " AND (t > ? OR (t = ? AND idx > ?))", [after[0], after[0], after[1]]
+        cur = self._conn().execute(
+            f"SELECT {_FRAME_COLS}, {_FRAME_T} AS t FROM frames WHERE exchange_id = ?{cond} ORDER BY t, idx",
+            [started_at, started_at, exchange, *params],
+        )
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                return
+            for r in rows:
+                yield r[-1], frame_from_row(r)
+
+    def frame_summaries(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]]:
+        """``(idx, at, event, event_id, text[:400], has_raw, direction, error)``
+        of frames ``first..last`` of an exchange."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT idx, at, event, event_id, substr(text, 1, 400), raw IS NOT NULL, direction, error FROM frames"
+                " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+                [exchange, first, last],
+            )
+            .fetchall()
+        )
+
+    def frame_detail(self, exchange: int, idx: int) -> tuple[Any, ...] | None:
+        """``(at, event, event_id, text, raw, start, end, error, transport, direction)`` of one frame."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
+                " WHERE exchange_id = ? AND idx = ?",
+                [exchange, idx],
+            )
+            .fetchone()
+        )
+
+    def broken_frames(self, exchanges: Sequence[int]) -> set[tuple[int, int]]:
+        """``(exchange, idx)`` of the frames of ``exchanges`` the wire layer could not read."""
+        if not exchanges:
+            return set()
+        marks = ",".join("?" for _ in exchanges)
+        rows = self._conn().execute(
+            f"SELECT exchange_id, idx FROM frames WHERE exchange_id IN ({marks}) AND error IS NOT NULL", list(exchanges)
+        )
+        return {(e, i) for e, i in rows}
+
+    # -- derived: runs and findings -----------------------------------------------------
+
+    def has_derived(self) -> bool:
+        try:
+            d = self._dconn()
+            return any(d.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() is not None for t in ("runs", "frame_results", "findings"))
+        except sqlite3.Error:
+            return False
+
+    def finding_counts(self) -> dict[str, int]:
+        return dict(self._derived("SELECT severity, COUNT(*) FROM findings GROUP BY severity"))
+
+    def has_findings(self) -> bool:
+        return bool(self._derived("SELECT 1 FROM findings LIMIT 1"))
+
+    def findings(
+        self, session: str | None = None, run: str | None = None, *, trace_wide: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """``(code, severity, rule, session_id, run_id, frames, message,
+        fingerprint, detail)``, errors first: all, the trace-wide ones
+        (``trace_wide``: no run), or those of ``session`` and ``run``."""
+        sql = "SELECT code, severity, rule, session_id, run_id, frames, message, fingerprint, detail FROM findings"
+        params: list[Any] = []
+        if trace_wide:
+            sql += " WHERE run_id IS NULL"
+        elif session is not None:
+            sql += " WHERE session_id = ? AND run_id IS ?"
+            params = [session, run]
+        sql += " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
+        return self._derived(sql, params)
+
+    def finding_groups(self) -> list[tuple[Any, ...]]:
+        """``(session_id, run_id, severity, code, count, JSON list of each finding's frames JSON)``."""
+        return self._derived(
+            "SELECT session_id, run_id, severity, code, COUNT(*), json_group_array(frames) FROM findings"
+            " GROUP BY session_id, run_id, severity, code"
+        )
+
+    def runs(self) -> list[tuple[Any, ...]]:
+        """``(session_id, run_id, status, origin, phase, connection, error,
+        interrupt_reason, created_at, settled_at, settled_by, exchanges,
+        frames, facts, rejected, first_at, last_at)`` of every derived run."""
+        return self._dconn().execute(
+            "SELECT session_id, run_id, status, origin, phase, connection, error, interrupt_reason, created_at,"
+            " settled_at, settled_by, exchanges, frames, facts, rejected, first_at, last_at FROM runs"
+        ).fetchall()
+
+    def settled_snapshot(self, session: str, run: str) -> tuple[Any, ...] | None:
+        """``(settled_snapshot JSON, settled_by, settled_at)`` of a run."""
+        rows = self._derived(
+            "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?", [session, run]
+        )
+        return rows[0] if rows else None
+
+    # -- derived: per frame -------------------------------------------------------------
+
+    def routed_frames(self, exchange: int, session: str | None, run: str) -> set[int] | None:
+        """The frames of a subscription the pipeline routed to ``run`` (None: no derived tables)."""
+        try:
+            rows = self._dconn().execute(
+                "SELECT idx FROM frame_results WHERE exchange_id = ? AND session_id IS ? AND run_id = ?", [exchange, session, run]
+            )
+            return {r[0] for r in rows}
+        except sqlite3.Error:
+            return None
+
+    def frame_results(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]] | None:
+        """``(idx, state, error, shadow)`` of frames ``first..last`` (None: no derived tables)."""
+        try:
+            return (
+                self._dconn()
+                .execute(
+                    "SELECT idx, state, error, shadow FROM frame_results WHERE exchange_id = ? AND idx BETWEEN ? AND ?",
+                    [exchange, first, last],
+                )
+                .fetchall()
+            )
+        except sqlite3.Error:
+            return None
+
+    def fact_cells(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]]:
+        """``(frame_idx, kind, accepted, reason, detail)`` of the facts of frames ``first..last``, in order."""
+        return self._derived(
+            "SELECT frame_idx, kind, accepted, reason, detail FROM facts WHERE exchange_id = ? AND frame_idx BETWEEN ? AND ?"
+            " ORDER BY seq",
+            [exchange, first, last],
+        )
+
+    def frame_result(self, exchange: int, idx: int) -> tuple[Any, ...] | None:
+        """``(state, error, shadow, event_type, end_marker, unknown)`` of one frame."""
+        rows = self._derived(
+            "SELECT state, error, shadow, event_type, end_marker, unknown FROM frame_results WHERE exchange_id = ? AND idx = ?",
+            [exchange, idx],
+        )
+        return rows[0] if rows else None
+
+    def frame_facts(self, exchange: int, idx: int) -> list[tuple[Any, ...]]:
+        """``(kind, accepted, reason, detail, fact JSON)`` of one frame's facts, in order."""
+        return self._derived(
+            "SELECT kind, accepted, reason, detail, fact FROM facts WHERE exchange_id = ? AND frame_idx = ? ORDER BY seq",
+            [exchange, idx],
+        )
+
+    def problem_refs(self, session: str | None, run: str | None) -> set[tuple[int, int]]:
+        """``(exchange, frame)`` where a run shows something wrong: a fact
+        rejected for losing something, a decode error, output decoded after
+        the reader stopped."""
+        refs = set(
+            self._derived(
+                "SELECT exchange_id, frame_idx FROM facts WHERE session_id IS ? AND run_id IS ? AND accepted = 0"
+                f" AND reason NOT IN {_NOT_LOST}",
+                [session, run],
+            )
+        )
+        refs |= set(
+            self._derived(
+                "SELECT exchange_id, idx FROM frame_results WHERE session_id IS ? AND run_id IS ?"
+                " AND (state = 'error' OR shadow IS NOT NULL)",
+                [session, run],
+            )
+        )
+        return refs
+
+    # -- derived: history -----------------------------------------------------------------
+
+    def history_read(self, exchange: int) -> tuple[Any, ...] | None:
+        """``(ok, error, rule, result JSON)`` of a history read."""
+        rows = self._derived("SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?", [exchange])
+        return rows[0] if rows else None
+
+    def history_reads(self, session: str) -> list[tuple[Any, ...]]:
+        """``(exchange_id, at, ok, error, result JSON)`` of a session's history reads in time order."""
+        return self._derived(
+            "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
+            [session],
+        )
