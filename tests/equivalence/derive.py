@@ -77,20 +77,30 @@ def _digest(rows: list[Any]) -> str:
 
 def derive(path: Path) -> dict[str, Any]:
     """The canonical record of one input (see the module docstring)."""
-    from chatkit_trace.analyze import analyze_store
-    from chatkit_trace.analyze._runner import SessionHooks
     from chatkit_trace.loading import open_trace
 
     facts: list[Any] = []
     frames: list[Any] = []
 
-    def done(sid: Any, rep: Any, exchanges: Any, found: Any) -> None:
+    def keep(rep: Any) -> None:
         facts.extend(_fact(r) for r in rep.facts)
         frames.extend(_frame(fr) for fr in rep.frames)
 
     loaded = open_trace(path)
     try:
-        findings, counts = analyze_store(loaded.store, loaded.adapter, capabilities=loaded.capabilities, hooks=SessionHooks(done=done))
+        try:
+            from chatkit_trace.derive import Deriver
+        except ImportError:  # before the derive engine (issue 15a): the analysis runner
+            from chatkit_trace.analyze import analyze_store
+            from chatkit_trace.analyze._runner import SessionHooks
+
+            findings, _ = analyze_store(
+                loaded.store, loaded.adapter, capabilities=loaded.capabilities,
+                hooks=SessionHooks(done=lambda sid, rep, exchanges, found: keep(rep)),
+            )
+        else:
+            deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
+            findings = deriver.run(on_session=lambda d: keep(d.replay)).findings
     finally:
         loaded.close()
     return {
