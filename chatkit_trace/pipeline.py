@@ -51,7 +51,11 @@ from .core import (
     FactResult,
     HistoryResult,
     InvalidMessageError,
+    MessageFact,
+    ReasoningPart,
+    RuntimeMessage,
     Snapshot,
+    TextPart,
 )
 from .trace import Exchange
 from .wire import DONE, DecodeError, Frame, event_json
@@ -311,6 +315,8 @@ class Replayer:
                 fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
         else:
+            if type(fact) is MessageFact:
+                fact = _sharing_text(fact, core)
             result = core.admit(fact)
         self._seq += 1
         rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
@@ -721,6 +727,44 @@ class Replayer:
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
+    """``fact`` with each text part that extends the same part of the message
+    the Core holds under its id re-made as that part plus the new text: the
+    same value (equal, the same JSON), but the versions share their chunks.
+
+    A protocol that resends the whole message with every event (the example
+    protocol, AG-UI snapshots) would otherwise leave every fact record holding
+    its own copy of the text so far: memory quadratic in a run's length.
+    """
+    message = fact.message
+    if type(message) is not RuntimeMessage:
+        return fact
+    pos = core._index.get(message.id)
+    if pos is None:
+        return fact
+    held = {p.id: p for p in core._messages.get(pos).parts if type(p) is TextPart or type(p) is ReasoningPart}
+    if not held:
+        return fact
+    parts = list(message.parts)
+    changed = False
+    for i, p in enumerate(parts):
+        kind = type(p)
+        if kind is not TextPart and kind is not ReasoningPart:
+            continue
+        q = held.get(p.id)
+        if q is None or type(q) is not kind or p._buf is q._buf or p.extra != q.extra:
+            continue  # nothing to share, or shared already
+        new, old = p.text, q.text
+        if type(new) is str and type(old) is str and len(new) > len(old) and new.startswith(old):
+            parts[i] = q.append(new[len(old):])
+            changed = True
+    if not changed:
+        return fact
+    return MessageFact._make(
+        fact.session_id, fact.run_id, fact.event_id, fact.source_sequence, fact.position, fact.at, message.with_parts(tuple(parts))
+    )
 
 
 def _fields(fact: Fact) -> dict[str, Any]:

@@ -1011,7 +1011,7 @@ def segment_reuse(ctx: Context) -> Iterator[Finding]:
                 if (
                     isinstance(p, (TextPart, ReasoningPart))
                     and isinstance(before, (TextPart, ReasoningPart))
-                    and p.text != before.text
+                    and not p.same_text(before)
                     and any(q.id in old for q in new[i + 1 :])
                 ):
                     grown = p.id

@@ -69,8 +69,10 @@ class Answer:
         pid = f"text:{self.segment}"
         for i, part in enumerate(self.parts):
             if part.id == pid:
-                # Objects handed to the Core are frozen: replace, never mutate (R13.1).
-                self.parts[i] = TextPart(pid, part.text + text)
+                # Objects handed to the Core are frozen: replace, never mutate
+                # (R13.1).  append() makes the longer part in O(1), sharing its
+                # chunks with this one (part.text + text copied the whole text).
+                self.parts[i] = part.append(text)
                 return pid
         self.parts.append(TextPart(pid, text))
         return pid
