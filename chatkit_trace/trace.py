@@ -139,8 +139,10 @@ def stream_state(exchanges: Any) -> str:
 def _json(body: bytes | None) -> Any:
     if not body:
         return None
+    from .wire.frames import loads
+
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -44,6 +44,7 @@ __all__ = [
     "error_frame",
     "event_json",
     "frame_from_sse",
+    "loads",
     "parse_json",
     "reader_cutoff",
 ]
@@ -226,6 +227,20 @@ def parse_json(text: str) -> object:
         except Exception:  # noqa: BLE001 - the standard library decides (and explains)
             pass
     return _DECODER.decode(text)
+
+
+def loads(data: str | bytes) -> object:
+    """``json.loads(data)``, exactly (NaN allowed, a bytes body's encoding
+    detected), through msgspec when it accepts the text (recorded bodies:
+    history reads, requests, stored columns)."""
+    if len(data) < _DEEP or (
+        data.count("[") + data.count("{") if isinstance(data, str) else data.count(b"[") + data.count(b"{")
+    ) < _DEEP // 2:
+        try:
+            return _FAST(data)
+        except Exception:  # noqa: BLE001 - the standard library decides (and explains)
+            pass
+    return json.loads(data)
 
 
 def event_json(
