@@ -12,6 +12,8 @@ they run the same code.
   derived tables where asked, and merges the trace's findings in one place
   (:func:`merge_findings`: the once-per-trace codes, :data:`TRACE_LEVEL`,
   and the recording's own, CK7xx);
+* :func:`derive_parallel` does :meth:`Deriver.run`'s analysis over worker
+  processes (``check -j N``), with the same findings in the same order;
 * :func:`derive_exchanges` derives one session's exchanges held in memory;
 * :func:`derived_rows` and :func:`finding_rows` turn a replay and findings
   into the plain rows the store writes; :func:`run_summaries` counts each
@@ -21,7 +23,8 @@ Layering: the engine sits on the replay (:mod:`chatkit_trace.pipeline`), the
 analyzers and the store; the store knows nothing of it.
 """
 
-from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings
+from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings, session_counts
+from ._parallel import derive_parallel
 from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
 
 __all__ = [
@@ -31,9 +34,11 @@ __all__ = [
     "RunSummary",
     "SessionDerivation",
     "derive_exchanges",
+    "derive_parallel",
     "derived_rows",
     "fact_summary",
     "finding_rows",
     "merge_findings",
     "run_summaries",
+    "session_counts",
 ]
