@@ -331,6 +331,10 @@ class RunScreen(Screen[None]):
         self.show_moment(message.tag, row, message.moment)
 
     def show_moment(self, index: int, row: Row, m: Moment) -> None:
+        with self.app.batch_update():  # one repaint for the five panes, not one each
+            self._show_moment(index, row, m)
+
+    def _show_moment(self, index: int, row: Row, m: Moment) -> None:
         self.moment, self.moment_row = m, index
         if not self.viewer.analysed:
             self.query_one(TimelineView).repaint()  # rows replayed since show their facts
