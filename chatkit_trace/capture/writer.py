@@ -45,6 +45,7 @@ import logging
 import os
 import queue
 import sqlite3
+import sys
 import threading
 import time
 import traceback
@@ -354,6 +355,13 @@ class Writer(threading.Thread):
                 self.adapter = profile.create_adapter()
             except Exception as err:  # noqa: BLE001
                 self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
+                # Loud, once: every later command needs the adapter too (docs/recording.md).
+                # (A warning: mitmdump exits on an error logged during its startup.)
+                self._log(logging.WARNING, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
+                          f"profile {profile.name!r} ({type(err).__name__}: {err}). Every exchange is still recorded, "
+                          "but no run is decoded or judged: install the adapter into this Python "
+                          f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "
+                          f"`chatkit-trace redecode {config.db}`; runs, check, view and the fixtures' pytest need it too")
 
     def _write_meta(self, config: WriterConfig) -> None:
         """The meta keys readers use (docs/trace-format.md): which profile, protocol and
@@ -1050,11 +1058,15 @@ class Writer(threading.Thread):
         self.dirty_sessions = set()
         self.dirty_since = None
         deriver = Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
+        # a socket several sessions share is re-derived for all of them at once
+        dirty = deriver.together(dirty)
+        shared = deriver.shared_sockets()
         for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
             d = deriver.session(sid, analyse=False)
-            ids = [ex.index for ex in d.exchanges]
-            self.store.write_derived(d.rows() if ids else {}, sessions=d.names, exchanges=ids)
-            if ids:
+            # a shared socket's rows are its sessions' own (replaced by session, not by exchange)
+            ids = [ex.index for ex in d.exchanges if ex.index not in shared]
+            self.store.write_derived(d.rows() if d.exchanges else {}, sessions=d.names, exchanges=ids)
+            if d.exchanges:
                 self._report_runs(d, self._findings(deriver, d), final=final)
         self.derive_cost = time.monotonic() - started
 

@@ -14,6 +14,10 @@ they run the same code.
   and the recording's own, CK7xx);
 * :func:`derive_parallel` does :meth:`Deriver.run`'s analysis over worker
   processes (``check -j N``), with the same findings in the same order;
+* :class:`TraceSessions` is the one selection of a session's exchanges: a
+  socket several sessions share is split per event, each session replayed
+  with its own frames of it (:func:`split_shared`: the same split of
+  exchanges held in memory, for ``export`` and ``serve``);
 * :func:`derive_exchanges` derives one session's exchanges held in memory;
 * :func:`derived_rows` and :func:`finding_rows` turn a replay and findings
   into the plain rows the store writes; :func:`run_summaries` counts each
@@ -26,6 +30,7 @@ analyzers and the store; the store knows nothing of it.
 from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings, session_counts
 from ._parallel import derive_parallel
 from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
+from ._sessions import TraceSessions, split_shared
 
 __all__ = [
     "TRACE_LEVEL",
@@ -33,6 +38,7 @@ __all__ = [
     "Deriver",
     "RunSummary",
     "SessionDerivation",
+    "TraceSessions",
     "derive_exchanges",
     "derive_parallel",
     "derived_rows",
@@ -41,4 +47,5 @@ __all__ = [
     "merge_findings",
     "run_summaries",
     "session_counts",
+    "split_shared",
 ]
