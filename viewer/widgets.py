@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from .data import LRU, FindingInfo, Row, RunInfo, TraceData
@@ -498,6 +499,19 @@ class FindingsList(VirtualList):
         ]
 
 
+def update_static(widget: Static, content: Any, container: Size | None = None) -> None:
+    """``widget.update(content)`` with a layout pass only when its height
+    changes: a layout pass re-arranges the whole screen (tens of ms beside
+    a long run's timeline), and a cursor move updates five panes."""
+    width = widget.content_region.width
+    widget.update(content, layout=False)
+    if container is None:
+        parent = widget.parent
+        container = parent.size if isinstance(parent, Widget) else widget.size
+    if width <= 0 or widget.get_content_height(container, widget.app.size, width) != widget.content_region.height:
+        widget.refresh(layout=True)
+
+
 class Panel(VerticalScroll):
     """A scrolling panel with one Static (snapshot, frame detail)."""
 
@@ -514,7 +528,7 @@ class Panel(VerticalScroll):
         yield self.body
 
     def show(self, content: Any, *, scroll: str = "keep") -> None:
-        self.body.update(content)
+        update_static(self.body, content, self.size)
         if scroll == "home":
             self.scroll_home(animate=False)
         elif scroll == "end":
