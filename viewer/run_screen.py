@@ -337,7 +337,7 @@ class RunScreen(Screen[None]):
     def _show_moment(self, index: int, row: Row, m: Moment) -> None:
         self.moment, self.moment_row = m, index
         if not self.viewer.analysed:
-            self.query_one(TimelineView).repaint()  # rows replayed since show their facts
+            self.query_one(TimelineView).repaint_unfilled()  # rows replayed since show their facts
         view = self.query_one(TimelineView)
         dt = row.t - view.t0
         update_static(self.query_one("#snap-title", Static),

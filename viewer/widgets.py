@@ -418,6 +418,8 @@ class TimelineView(VirtualList):
         self.t0 = 0.0
         #: facts for a row the derived tables do not have yet (from the replay), or None
         self.fill: Callable[[Row], Row | None] | None = None
+        #: rows painted before the replay reached them (no facts yet)
+        self.unfilled: set[int] = set()
 
     def set_timeline(self, data: TraceData, timeline: Timeline) -> None:
         self.data = data
@@ -428,6 +430,20 @@ class TimelineView(VirtualList):
 
     def row_count(self) -> int:
         return len(self.timeline) if self.timeline is not None else 0
+
+    def repaint_unfilled(self) -> None:
+        """Paint again the rows painted before the replay reached them (the
+        others have not changed: a cursor move repaints two rows, not the
+        screen)."""
+        if not self.unfilled:
+            return
+        stale, self.unfilled = self.unfilled, set()
+        for key in [k for k in self._strips if k[0] in stale]:
+            self._strips.pop(key, None)
+        top = self.scroll_offset.y
+        for index in stale:
+            if top <= index < top + self.size.height:
+                self.refresh_line(index + 1)
 
     def get_row(self, index: int) -> Row | None:
         if self.data is None or self.timeline is None:
@@ -444,7 +460,11 @@ class TimelineView(VirtualList):
             and row.kind == "frame"
             and self.fill is not None
         ):
-            row = self.fill(row) or row
+            filled = self.fill(row)
+            if filled is None:
+                self.unfilled.add(index)  # shown without facts: painted again once replayed
+            else:
+                row = filled
         problem = row.problem
         ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(
             problem or "", "muted"
