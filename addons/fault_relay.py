@@ -35,6 +35,8 @@ import aiohttp
 from aiohttp import WSMsgType, web
 from yarl import URL
 
+from chatkit_trace.wire import NDJSON_CONTENT_TYPES
+
 from .fault_rules import Rule
 from .fault_stream import (
     END,
@@ -84,13 +86,7 @@ _WS_REQUEST_SKIP = _HOP | {
     "sec-websocket-protocol",
     "content-length",
 }
-_NDJSON = (
-    "application/x-ndjson",
-    "application/ndjson",
-    "application/jsonl",
-    "application/x-jsonlines",
-    "application/jsonlines",
-)
+_NDJSON = NDJSON_CONTENT_TYPES  # json-seq included (it was missing here)
 
 
 @dataclass

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .core import PROFILE_CAPABILITIES
 from .wire import Frame
 
 __all__ = ["Exchange", "CAPABILITY_KINDS", "STREAM_ENDS", "frames_from_body", "stream_state", "STREAM_STATES"]
 
 #: What an exchange can be, from the route profile.
-CAPABILITY_KINDS = ("run", "subscribe", "resume", "history", "status", "abort", "steer", "regenerate", "edit")
+#: What a route can be: every capability name (chatkit_trace.core.Capability).
+CAPABILITY_KINDS = PROFILE_CAPABILITIES
 
 #: How a response stream ended.
 STREAM_ENDS = (

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chatkit_trace.pipeline import DEFAULT_SESSION, STREAMING
 from chatkit_trace.store import TraceReader
 
 __all__ = [
@@ -57,8 +58,6 @@ __all__ = [
 START = -1
 END = 1 << 30
 #: Capabilities whose response stream carries the run's events.
-STREAMING = ("run", "regenerate", "edit", "resume")
-DEFAULT_SESSION = "default"
 PAGE = 128
 
 

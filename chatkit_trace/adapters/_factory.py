@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import (
+    CORE_CAPABILITIES,
     CompletedFact,
     DeltaFact,
     Fact,
@@ -54,7 +55,7 @@ from ._updates import (
 
 __all__ = ["Adapter", "create_adapter", "SessionDecoder", "Decoded", "updates_to_facts", "CAPABILITIES"]
 
-CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
+CAPABILITIES = CORE_CAPABILITIES  # the Core's (chatkit_trace.core.Capability)
 _TERMINAL = (CompletedUpdate, FailedUpdate, InterruptedUpdate)
 _TERMINAL_TYPES = frozenset(_TERMINAL)
 

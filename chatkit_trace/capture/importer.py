@@ -51,7 +51,7 @@ from typing import Any
 from ..core import ChatkitTraceError
 from ..errors import TraceImportError, UsageError
 from ..trace import Exchange, frames_from_body
-from ..wire import Frame, frames_from_har, ws_frame
+from ..wire import NDJSON_CONTENT_TYPES, Frame, frames_from_har, ws_frame
 from . import (
     IdentityTracker,
     Profile,
@@ -102,8 +102,7 @@ class ImportResult:
 
 # -- transports ------------------------------------------------------------------------------
 
-_NDJSON = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines",
-           "application/jsonlines", "application/json-seq")
+_NDJSON = NDJSON_CONTENT_TYPES
 
 
 def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:

@@ -42,6 +42,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..core import CORE_CAPABILITIES, PROFILE_CAPABILITIES
 from ..errors import ChatkitTraceError, ProfileError, TraceInputError
 from .identity import (
     ID_FIELDS,
@@ -79,9 +80,7 @@ __all__ = [
 ]
 
 #: What a route can be (trace.CAPABILITY_KINDS).
-CAPABILITIES = ("run", "subscribe", "resume", "history", "status", "abort", "steer", "regenerate", "edit")
-#: The Core's capabilities (what a profile says the backend offers).
-CORE_CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
+CAPABILITIES = PROFILE_CAPABILITIES  # chatkit_trace.core.Capability, in the profiles' order
 PRESET_DIR = Path(__file__).with_name("presets")
 #: Preset names (files ``presets/{name}.toml``).
 PRESETS = ("openai", "adk", "a2a", "hermes", "agui", "myproto")

@@ -38,6 +38,8 @@ from typing import Any
 
 from mitmproxy import ctx, exceptions, hooks, http
 
+from ..wire import NDJSON_CONTENT_TYPES
+from .messages import CaptureErrorMessage, Chunk, Configure, End, Gap, Request, RequestBody, ResponseHead, WsMessage
 from .writer import Writer, WriterConfig, end_kind
 
 __all__ = ["OPTIONS", "Recorder", "parse_duration", "stream_transport"]
@@ -46,9 +48,7 @@ logger = logging.getLogger("chatkit_trace.capture")
 
 DERIVE_MODES = ("live", "end", "off")
 TEST_RAISE = ("tap", "hooks", "writer")
-NDJSON_TYPES = frozenset(
-    {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/jsonlines", "application/json-seq"}
-)
+NDJSON_TYPES = NDJSON_CONTENT_TYPES
 
 #: name -> (type, default, help): the options ``load`` declares.
 OPTIONS: dict[str, tuple[type, Any, str]] = {
@@ -196,9 +196,9 @@ class _Tap:
                 if w.produced - w.consumed < w.limit:
                     if self.gap:
                         self.gap = False
-                        w.put(("gap", self.fid, self.dropped, self.dropped_bytes))
+                        w.put(Gap("gap", self.fid, self.dropped, self.dropped_bytes))
                     w.produced += 1
-                    w.q.put(("c", self.fid, time.time(), chunk))
+                    w.q.put(Chunk("c", self.fid, time.time(), chunk))
                 else:
                     self.dropped += 1
                     self.dropped_bytes += len(chunk)
@@ -241,7 +241,7 @@ class Recorder:
         self._config = config
         self.test_raise = config.test_raise
         if self.writer is not None and old is not None and old.db == config.db and self.writer.is_alive():
-            self.writer.put(("cfg", config))
+            self.writer.put(Configure("cfg", config))
             return
         self._start_writer(config)
 
@@ -363,7 +363,7 @@ class Recorder:
             if w is not None and w.is_alive() and (key not in self._error_keys or text is not None):
                 # The writer stores and logs it after everything queued before: by
                 # then it has learned this flow's secrets and masks them (issue 16).
-                w.put(("err", fid, where, message if key not in self._error_keys else None, text))
+                w.put(CaptureErrorMessage("err", fid, where, message if key not in self._error_keys else None, text))
             elif text is not None:
                 red = self._config.redactor if self._config is not None else None
                 logger.warning(red.scrub_text(text) if red is not None else text)
@@ -382,7 +382,7 @@ class Recorder:
             return
         self._started.add(flow.id)
         req = flow.request
-        w.put(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
+        w.put(Request("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """The exchange exists from its first byte (even if its body never arrives)."""
@@ -403,7 +403,7 @@ class Recorder:
             self._hook_check()
             self._queue_request(w, flow)
             req = flow.request
-            w.put(("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
+            w.put(RequestBody("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
         except Exception as err:  # noqa: BLE001
             self._failed("request", err, flow.id)
 
@@ -424,7 +424,7 @@ class Recorder:
                 resp.stream = tap
                 self._streamed[flow.id] = tap
             self._headed.add(flow.id)
-            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
+            w.put(ResponseHead("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
         except Exception as err:  # noqa: BLE001
             self._failed("responseheaders", err, flow.id)
 
@@ -433,7 +433,7 @@ class Recorder:
         resp = flow.response
         if resp is not None and flow.id not in self._headed:
             self._headed.add(flow.id)
-            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
+            w.put(ResponseHead("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
 
     def response(self, flow: http.HTTPFlow) -> None:
         w = self.writer
@@ -449,7 +449,7 @@ class Recorder:
             resp = flow.response
             body = None if tap is not None or resp is None else resp.raw_content
             t = (resp.timestamp_end if resp is not None else None) or time.time()
-            w.put(("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
+            w.put(End("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("response", err, flow.id)
         finally:
@@ -472,7 +472,7 @@ class Recorder:
             body = None
             if resp is not None and tap is None and resp.raw_content:
                 body = resp.raw_content
-            w.put(("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
+            w.put(End("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("error", err, flow.id)
         finally:
@@ -501,7 +501,7 @@ class Recorder:
             msg = flow.websocket.messages[-1]
             if w.produced - w.consumed < w.limit:
                 w.produced += 1
-                w.q.put(("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
+                w.q.put(WsMessage("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
             else:
                 tap = self._streamed.get(flow.id)
                 if tap is None:
@@ -532,7 +532,7 @@ class Recorder:
                 end = end_kind(error, had_response=True)
             t = (ws.timestamp_end if ws is not None else None) or time.time()
             notes.update(_addon_notes(flow) or {})
-            w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
+            w.put(End("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
         except Exception as err:  # noqa: BLE001
             self._failed("websocket_end", err, flow.id)
         finally:

@@ -73,6 +73,7 @@ from .identity import (
     resolve_from_event,
     resolve_from_response,
 )
+from .messages import CaptureErrorMessage, Chunk, Configure, End, Gap, Message, Request, RequestBody, ResponseHead, Sync, WsMessage
 
 __all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
 
@@ -285,7 +286,7 @@ class Writer(threading.Thread):
 
     # ------------------------------------------------------------------ loop side API
 
-    def put(self, item: Any) -> None:
+    def put(self, item: Message | None) -> None:
         """Queue a control message (never dropped).  Called on the loop."""
         self.produced += 1
         self.q.put(item)
@@ -295,7 +296,7 @@ class Writer(threading.Thread):
         if not self.is_alive():
             return False
         done = threading.Event()
-        self.put(("sync", done))
+        self.put(Sync("sync", done))
         return done.wait(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -516,38 +517,38 @@ class Writer(threading.Thread):
 
     # ------------------------------------------------------------------ messages
 
-    def _handle(self, kind: str, item: tuple[Any, ...]) -> None:
-        if kind == "c":
-            self._chunk(item)
-        elif kind == "req":
-            self._request(item)
-        elif kind == "body":
-            self._request_body(item)
-        elif kind == "head":
-            self._response_head(item)
-        elif kind == "ws":
-            self._ws(item)
-        elif kind == "end":
-            self._end(item)
-        elif kind == "gap":
-            self._gap(item)
-        elif kind == "err":
-            _, fid, where, message, *log = item
-            st = self.flows.get(fid) if fid else None
-            if message is not None:
-                self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
-            if log and log[0]:
-                self._log(logging.WARNING, log[0])  # the loop's error, masked here (in queue order)
-        elif kind == "cfg":
-            self._configure(item[1])
-        else:
-            raise ValueError(f"unknown queue message {kind!r}")
+    def _handle(self, kind: str, item: Message) -> None:
+        match item:
+            case Chunk():
+                self._chunk(item)
+            case Request():
+                self._request(item)
+            case RequestBody():
+                self._request_body(item)
+            case ResponseHead():
+                self._response_head(item)
+            case WsMessage():
+                self._ws(item)
+            case End():
+                self._end(item)
+            case Gap():
+                self._gap(item)
+            case CaptureErrorMessage():
+                st = self.flows.get(item.flow_id) if item.flow_id else None
+                if item.message is not None:
+                    self._capture_error(item.where, item.message, fid=item.flow_id, exchange_id=st.ex.index if st else None)
+                if item.log:
+                    self._log(logging.WARNING, item.log)  # the loop's error, masked here (in queue order)
+            case Configure():
+                self._configure(item.config)
+            case _:
+                raise ValueError(f"unknown queue message {kind!r}")
 
     def _maybe_raise(self) -> None:
         if "writer" in self.config.test_raise:
             raise _InjectedFault("chatkit_test_raise=writer: injected writer failure")
 
-    def _request(self, item: tuple[Any, ...]) -> None:
+    def _request(self, item: Request) -> None:
         _, fid, t, method, url, fields = item
         if fid in self.flows:
             return
@@ -570,7 +571,7 @@ class Writer(threading.Thread):
         self.open_indexes.add(index)
         self.ident_queue.append(st)
 
-    def _request_body(self, item: tuple[Any, ...]) -> None:
+    def _request_body(self, item: RequestBody) -> None:
         _, fid, raw, encoding, streamed = item
         st = self.flows.get(fid)
         if st is None:
@@ -643,7 +644,7 @@ class Writer(threading.Thread):
             if ex.capability is not None:
                 self._touch(ex.session_id)
 
-    def _response_head(self, item: tuple[Any, ...]) -> None:
+    def _response_head(self, item: ResponseHead) -> None:
         _, fid, t, status, fields, transport = item
         st = self.flows.get(fid)
         if st is None:
@@ -723,7 +724,7 @@ class Writer(threading.Thread):
         if self.dirty_since is None:
             self.dirty_since = time.time()
 
-    def _chunk(self, item: tuple[Any, ...]) -> None:
+    def _chunk(self, item: Chunk) -> None:
         _, fid, t, chunk = item
         st = self.flows.get(fid)
         if st is None or st.ended:
@@ -790,7 +791,7 @@ class Writer(threading.Thread):
                 st.copy += data[:room]
             st.copy_lost += max(0, len(data) - max(room, 0))
 
-    def _gap(self, item: tuple[Any, ...]) -> None:
+    def _gap(self, item: Gap) -> None:
         """The loop dropped chunks of this flow: what follows is not contiguous."""
         _, fid, _chunks, nbytes = item
         st = self.flows.get(fid)
@@ -819,7 +820,7 @@ class Writer(threading.Thread):
         elif isinstance(st.parser, NDJSONSplitter):
             st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame)
 
-    def _ws(self, item: tuple[Any, ...]) -> None:
+    def _ws(self, item: WsMessage) -> None:
         _, fid, t, content, is_text, from_client = item
         st = self.flows.get(fid)
         if st is None or st.ended:
@@ -838,7 +839,7 @@ class Writer(threading.Thread):
             [frame] = self._redact_frames(st.ex, [frame], None)
         self._add_frame(st, frame)
 
-    def _end(self, item: tuple[Any, ...]) -> None:
+    def _end(self, item: End) -> None:
         _, fid, t, end, error, body, notes, dropped = item
         st = self.flows.get(fid)
         if st is None or st.ended:

@@ -76,6 +76,7 @@ from ._runtime import (
 )
 from ._sessions import SessionRouter
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
+from ._state import CORE_CAPABILITIES, PROFILE_CAPABILITIES, Capability, Phase, WorkStatus
 from ._validate import BUILTIN_DATA_KINDS, RULES, check_history, check_message, coerce_tool_errors, is_valid_data_kind
 from ._values import ABSENT, AbsentType, FrozenDict, freeze, thaw
 
@@ -89,6 +90,8 @@ __all__ = [
     "ActiveRun",
     "BUILTIN_DATA_KINDS",
     "CAPABILITY_NAMES",
+    "CORE_CAPABILITIES",
+    "Capability",
     "ChatCore",
     "ChatkitTraceError",
     "CommandResult",
@@ -112,7 +115,9 @@ __all__ = [
     "MediaPart",
     "MessageFact",
     "OUTPUT_KINDS",
+    "PROFILE_CAPABILITIES",
     "PVec",
+    "Phase",
     "PhaseFact",
     "ROLES",
     "RULES",
@@ -133,6 +138,7 @@ __all__ = [
     "ToolCallPart",
     "WorkItem",
     "WorkItemFact",
+    "WorkStatus",
     "check_history",
     "check_message",
     "coerce_tool_errors",

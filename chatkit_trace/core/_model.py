@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ._errors import HistoryFormatError, InvalidMessageError
+from ._state import PHASES
 from ._values import ABSENT, FrozenDict, freeze, quick_init, thaw
 
 __all__ = [
@@ -56,7 +57,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 TOOL_STATUSES: frozenset[str] = frozenset({"running", "completed", "failed", "cancelled"})
 #: RunPhase values (SPEC R3.2a); any non-terminal phase may follow any other.
-RUN_PHASES: tuple[str, ...] = ("idle", "thinking", "generating", "tool", "awaiting-input")
+RUN_PHASES: tuple[str, ...] = PHASES
 
 _EMPTY = FrozenDict()
 

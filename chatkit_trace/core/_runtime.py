@@ -81,6 +81,7 @@ from ._snapshot import AbortView, HistoryView, RunView, Snapshot
 from ._state import (
     ABORT_TRANSITIONS,
     CONNECTION_STATES,
+    CORE_CAPABILITIES,
     PHASES,
     QUEUED,
     RUNNING,
@@ -103,7 +104,7 @@ __all__ = [
     "CAPABILITY_NAMES",
 ]
 
-CAPABILITY_NAMES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
+CAPABILITY_NAMES = CORE_CAPABILITIES
 Capabilities = frozenset[str]
 
 _REJ_DISPOSED = rejected(R.RUNTIME_DISPOSED)

@@ -33,6 +33,8 @@ settled the run.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 __all__ = [
     "QUEUED",
     "RUNNING",
@@ -47,6 +49,11 @@ __all__ = [
     "CONNECTION_STATES",
     "ABORT_TRANSITIONS",
     "PHASES",
+    "Capability",
+    "CORE_CAPABILITIES",
+    "PROFILE_CAPABILITIES",
+    "Phase",
+    "WorkStatus",
     "next_run_status",
     "mermaid",
 ]
@@ -71,8 +78,19 @@ RUN_TRANSITIONS: dict[tuple[str, str], str] = {
     (RUNNING, "calibrate-interrupted"): INTERRUPTED,
 }
 
-#: Work item (tool call) statuses (R3.2a, R6.1).
-WORK_STATUSES = ("running", "completed", "failed", "cancelled")
+
+
+class WorkStatus(StrEnum):
+    """A work item's (tool call's) status (R3.2a, R6.1)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: Work item (tool call) statuses (R3.2a, R6.1), as plain strings.
+WORK_STATUSES: tuple[str, ...] = tuple(s.value for s in WorkStatus)
 WORK_TRANSITIONS: dict[tuple[str, str], str] = {
     ("running", "running"): "running",  # progress (partial result, title) on a running item
     ("running", "completed"): "completed",
@@ -91,8 +109,55 @@ ABORT_TRANSITIONS: dict[tuple[str | None, str], str] = {
     ("accepted", "terminal"): "confirmed",
 }
 
-#: RunPhase values (R3.2a).
-PHASES = ("idle", "thinking", "generating", "tool", "awaiting-input")
+
+
+class Phase(StrEnum):
+    """A run's phase (R3.2a RunPhase)."""
+
+    IDLE = "idle"
+    THINKING = "thinking"
+    GENERATING = "generating"
+    TOOL = "tool"
+    AWAITING_INPUT = "awaiting-input"
+
+
+#: RunPhase values (R3.2a), as plain strings.
+PHASES: tuple[str, ...] = tuple(p.value for p in Phase)
+
+
+class Capability(StrEnum):
+    """Every capability name, defined once: the Core's eight (R2, R8-R10) and
+    ``status``, a route's read of one run's status the Core has no command
+    for (a route profile may name it)."""
+
+    RUN = "run"
+    SUBSCRIBE = "subscribe"
+    RESUME = "resume"
+    HISTORY = "history"
+    STATUS = "status"
+    ABORT = "abort"
+    STEER = "steer"
+    REGENERATE = "regenerate"
+    EDIT = "edit"
+
+
+#: The Core's capabilities, in the order the Core lists them (plain strings:
+#: messages and argument checks print them as they always did).
+CORE_CAPABILITIES: tuple[str, ...] = tuple(
+    c.value
+    for c in (
+        Capability.RUN,
+        Capability.SUBSCRIBE,
+        Capability.RESUME,
+        Capability.ABORT,
+        Capability.STEER,
+        Capability.REGENERATE,
+        Capability.EDIT,
+        Capability.HISTORY,
+    )
+)
+#: Every capability a route profile may name, in the profiles' order.
+PROFILE_CAPABILITIES: tuple[str, ...] = tuple(c.value for c in Capability)
 
 
 def next_run_status(status: str, event: str) -> str | None:

@@ -28,6 +28,7 @@ from .encoding import SUPPORTED_ENCODINGS, Decoder, make_decoder
 from .errors import DecodeError, DecodeErrorKind, WireDecodeError
 from .frames import (
     DONE,
+    NDJSON_CONTENT_TYPES,
     DoneType,
     Frame,
     NDJSONSplitter,
@@ -54,6 +55,7 @@ __all__ = [
     "Frame",
     "JSONRPCMessage",
     "NDJSONSplitter",
+    "NDJSON_CONTENT_TYPES",
     "RPCError",
     "RPCKind",
     "SSEEvent",

@@ -47,6 +47,7 @@ __all__ = [
     "loads",
     "parse_json",
     "reader_cutoff",
+    "NDJSON_CONTENT_TYPES",
 ]
 
 TRANSPORTS = ("sse", "ws", "body", "ndjson")
@@ -370,6 +371,21 @@ def admitted(frames: Sequence[Frame]) -> Sequence[Frame]:
 
 
 # -- NDJSON -------------------------------------------------------------------
+
+
+#: Content types of a body of one JSON value per line (NDJSON, JSON Lines,
+#: RFC 7464 JSON text sequences): defined once for the recorder, the importer,
+#: redrive and the fault relay.
+NDJSON_CONTENT_TYPES = frozenset(
+    {
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonlines",
+        "application/jsonlines",
+        "application/json-seq",
+    }
+)
 
 
 class NDJSONSplitter:
