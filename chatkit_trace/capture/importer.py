@@ -51,7 +51,7 @@ from typing import Any
 from ..core import ChatkitTraceError
 from ..errors import TraceImportError, UsageError
 from ..trace import Exchange, frames_from_body
-from ..wire import NDJSON_CONTENT_TYPES, Frame, frames_from_har, ws_frame
+from ..wire import Frame, content_transport, frames_from_har, ws_frame
 from . import (
     IdentityTracker,
     Profile,
@@ -102,7 +102,6 @@ class ImportResult:
 
 # -- transports ------------------------------------------------------------------------------
 
-_NDJSON = NDJSON_CONTENT_TYPES
 
 
 def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
@@ -110,16 +109,6 @@ def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
     for k, v in headers:
         if k.lower() == lname:
             return v
-    return None
-
-
-def stream_transport(content_type: str | None) -> str | None:
-    """``sse`` / ``ndjson`` for a streaming Content-Type, else None."""
-    ct = (content_type or "").split(";", 1)[0].strip().lower()
-    if ct == "text/event-stream":
-        return "sse"
-    if ct in _NDJSON:
-        return "ndjson"
     return None
 
 
@@ -133,7 +122,7 @@ def _spread(frames: list[Frame], first: float, last: float) -> list[Frame]:
 def _body_frames(ex: Exchange, body: bytes | None, first: float, last: float) -> None:
     """Frames of a recorded HTTP body (decoded bytes), as the recorder makes them."""
     ctype = ex.header("content-type", response=True)
-    transport = stream_transport(ctype)
+    transport = content_transport(ctype)
     if transport is None:
         ex.response_body = body
         return
@@ -278,7 +267,7 @@ def _har_exchange(index: int, start: float, i: int, entry: Mapping[str, Any]) ->
         ex.end = ex.end or "complete"
         return ex
     body = _har_text(resp.get("content"))
-    if body is None and status and stream_transport(ex.header("content-type", response=True)):
+    if body is None and status and content_transport(ex.header("content-type", response=True)):
         ex.notes["body"] = "not in the HAR file (the browser did not keep the streamed body)"
     _body_frames(ex, body, first, end)
     return ex

@@ -38,7 +38,7 @@ from typing import Any
 
 from mitmproxy import ctx, exceptions, hooks, http
 
-from ..wire import NDJSON_CONTENT_TYPES
+from ..wire import NDJSON_CONTENT_TYPES, content_transport
 from .messages import CaptureErrorMessage, Chunk, Configure, End, Gap, Request, RequestBody, ResponseHead, WsMessage
 from .writer import Writer, WriterConfig, end_kind
 
@@ -149,10 +149,9 @@ def stream_transport(response: http.Response, method: str = "GET") -> str | None
     if method == "HEAD" or status < 200 or status in (204, 304):
         return None
     ctype = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if ctype == "text/event-stream":
-        return "sse"
-    if ctype in NDJSON_TYPES:
-        return "ndjson"
+    streamed = content_transport(ctype)
+    if streamed is not None:
+        return streamed
     if ctype == "application/json" or ctype.endswith("+json") or ctype == "text/json":
         return None
     if "content-length" in response.headers:

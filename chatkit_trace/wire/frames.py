@@ -48,6 +48,7 @@ __all__ = [
     "parse_json",
     "reader_cutoff",
     "NDJSON_CONTENT_TYPES",
+    "content_transport",
 ]
 
 TRANSPORTS = ("sse", "ws", "body", "ndjson")
@@ -386,6 +387,19 @@ NDJSON_CONTENT_TYPES = frozenset(
         "application/json-seq",
     }
 )
+
+
+
+def content_transport(content_type: str | None) -> str | None:
+    """``sse`` / ``ndjson`` for a streaming Content-Type (parameters and case
+    ignored), else None: the one reading of a Content-Type the recorder
+    (``capture.recorder.stream_transport``) and the importer share."""
+    ct = (content_type or "").split(";", 1)[0].strip().lower()
+    if ct == "text/event-stream":
+        return "sse"
+    if ct in NDJSON_CONTENT_TYPES:
+        return "ndjson"
+    return None
 
 
 class NDJSONSplitter:
