@@ -12,6 +12,7 @@ in the trace how far behind it is (meta ``derivation``)::
 
     live:  a session whose exchanges have all ended is derived at once;
            one with a stream still open at most every LIVE_LAG seconds
+           (less often with more than OPEN_SHARE open: ``open_lag``)
     end:   nothing until the proxy stops (``final``)
     final: everything queued, then the file is settled (one file again)
 
@@ -39,15 +40,21 @@ __all__ = ["LiveDeriver", "serve"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
-#: A session with a stream still open is derived at most this often (live).
+#: A session with a stream still open is derived at most this often (live)...
 LIVE_LAG = 1.0
+#: ... while at most this many sessions have a stream open; with more, each is
+#: derived proportionally less often (200 open: every 10 s), so deriving
+#: streams that are still growing (a session is derived from its start every
+#: time) never takes more than about this many session passes a second.  A
+#: session is derived at once when its streams have all ended.
+OPEN_SHARE = 20
 #: How often the file is checked for changes (seconds).
 POLL = 0.1
 #: Derivation is "behind" (logged, in meta ``derivation``) when the oldest
 #: underived change is older than this.
 BEHIND_AFTER = 5.0
 #: Module constants the proxy sends with the options (tests tune them there).
-TUNABLE = ("LIVE_LAG", "POLL", "BEHIND_AFTER")
+TUNABLE = ("LIVE_LAG", "OPEN_SHARE", "POLL", "BEHIND_AFTER")
 
 
 class LiveDeriver:
@@ -112,8 +119,9 @@ class LiveDeriver:
             return 0
         pending = self.store.derive_pending()
         now = time.time()
-        due = [p for p in pending if final or not p.open or now - p.since >= LIVE_LAG]
-        later = [p.since + LIVE_LAG for p in pending if p not in due]
+        lag = open_lag(sum(1 for p in pending if p.open))
+        due = [p for p in pending if final or not p.open or now - p.since >= lag]
+        later = [p.since + lag for p in pending if p not in due]
         self.next_due = min(later) if later else None
         if not due:
             return 0
@@ -278,6 +286,11 @@ class LiveDeriver:
             self.emit(message)
         except Exception:  # noqa: BLE001, S110 - the proxy is gone
             pass
+
+
+def open_lag(open_sessions: int) -> float:
+    """How long a session with a stream still open waits between two passes."""
+    return LIVE_LAG * max(1.0, open_sessions / max(1, OPEN_SHARE))
 
 
 def _outcome(view: Any, r: Any, exchanges: list[int]) -> str:
