@@ -35,12 +35,13 @@ history read with the snapshots around it (for CK201).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
     ABSENT,
+    TERMINAL_KINDS,
     AbortRequest,
     ChatCore,
     CommandResult,
@@ -65,6 +66,10 @@ __all__ = [
     "Replay",
     "replay",
     "Replayer",
+    "SocketRun",
+    "multiplexed",
+    "socket_sessions",
+    "split_frames",
     "SCOPES",
     "STREAMING",
     "read_scope",
@@ -97,8 +102,10 @@ class FrameRecord:
     ``after-terminal`` / ``after-error`` (the reader had stopped, R2.5a),
     ``duplicate`` (the factory dropped a repeated outer event id),
     ``unrouted`` (a subscription event with no run identity, R11.7),
-    ``outgoing`` (client to server), ``empty`` (nothing to decode, e.g. a
-    keepalive), ``ignored`` (an exchange no profile route matched).
+    ``outgoing`` (client to server; ``command`` says when the route's
+    ``messages`` make it a chatkit command), ``history`` (a socket's answer
+    to a history command), ``empty`` (nothing to decode, e.g. a keepalive),
+    ``ignored`` (an exchange no profile route matched).
     """
 
     exchange_index: int
@@ -119,6 +126,11 @@ class FrameRecord:
     at: float = 0.0
     #: What the event cannot express (``AdapterProtocol.event_limits``; CK306).
     limits: tuple[str, ...] = ()
+    #: The event id the pipeline used: the frame's outer id (SSE ``id:``), or
+    #: on a WebSocket the id ``identify_event`` found in the message.
+    event_id: str | None = None
+    #: A client message the route's ``messages`` make a command (capture.profiles.Command).
+    command: Any = None
 
 
 #: What a history read covers (the profile route's ``scope``).
@@ -177,6 +189,8 @@ class HistoryRecord:
     baselines: dict[str, Baseline] = field(default_factory=dict)
     #: What the read cannot express (``AdapterProtocol.history_limits``; CK207).
     limits: tuple[str, ...] = ()
+    #: On a socket: the frame that answered the history command (None: an HTTP read).
+    frame_index: int | None = None
 
 
 @dataclass
@@ -192,6 +206,26 @@ class RunRecord:
     #: live stream had shown of it so far, and where.
     live: Snapshot | None = None
     live_at: tuple[int, int | None] | None = None
+
+
+@dataclass
+class SocketRun:
+    """A run a subscription (an SSE subscription or a socket) carried: what
+    that stream did for it."""
+
+    session_id: str
+    run_id: str
+    #: The first and last frame of the stream that belong to the run.
+    first_frame: int
+    last_frame: int
+    #: A terminal fact from this stream was accepted.
+    concluded: bool = False
+    #: The client's ``run`` command on this socket (frame index): a local run.
+    command_frame: int | None = None
+    #: How many user messages the adapter projected at that command's dispatch (R4.5).
+    projected: int = 0
+    #: That command's dispatch: ``accepted`` / ``refused`` (None: no command).
+    dispatch: str | None = None
 
 
 @dataclass
@@ -211,6 +245,8 @@ class ExchangeRecord:
     stopped_by_close: bool = False
     history: HistoryRecord | None = None
     frames: list[FrameRecord] = field(default_factory=list)
+    #: A subscription: the runs it carried, by (session, run), in order of first frame.
+    socket_runs: dict[tuple[str, str], SocketRun] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,9 +267,15 @@ class Replay:
 
     def frame(self, exchange_index: int, frame_index: int) -> FrameRecord | None:
         ex = self.exchanges.get(exchange_index)
-        if ex is None or frame_index >= len(ex.frames):
+        if ex is None:
             return None
-        return ex.frames[frame_index]
+        if frame_index < len(ex.frames) and ex.frames[frame_index].frame_index == frame_index:
+            return ex.frames[frame_index]
+        # a socket several sessions share holds only this replay's sessions' frames
+        for fr in ex.frames:
+            if fr.frame_index == frame_index:
+                return fr
+        return None
 
     @property
     def violations(self) -> list[FactRecord]:
@@ -248,12 +290,16 @@ class Replayer:
     it event by event and keeps checkpoints of it.
     """
 
-    def __init__(self, adapter: Adapter, capabilities: Iterable[str] | None) -> None:
+    def __init__(self, adapter: Adapter, capabilities: Iterable[str] | None, *, only: Iterable[str] | None = None) -> None:
         self.adapter = adapter
         self.capabilities = frozenset(capabilities) if capabilities is not None else adapter.capabilities
         self.out = Replay()
+        #: Record only these sessions' frames of a socket several sessions
+        #: share (:func:`multiplexed`); None: every session.
+        self.only = frozenset(only) if only is not None else None
         self._seq = 0
         self._foreign: dict[str, SessionDecoder] = {}
+        self._sockets: dict[int, _Socket] = {}
         #: Streams of a run still open, by (session, run): chatkit reads a run once.
         self._readers: dict[tuple[str | None, str], set[int]] = {}
         protocol = adapter.protocol
@@ -301,10 +347,10 @@ class Replayer:
             self._note_settled(s, "fact", fact.at or 0.0)
         return rec
 
-    def drain(self, s: SessionReplay, exchange: Exchange) -> None:
+    def drain(self, s: SessionReplay, exchange: Exchange, *, ok: bool | None = None) -> None:
         for req in s.core.take_requests():
             if isinstance(req, DispatchRequest):
-                s.core.dispatch_settled(req.run_id, not exchange.failed)
+                s.core.dispatch_settled(req.run_id, not exchange.failed if ok is None else ok)
             elif isinstance(req, AbortRequest):
                 pass  # settled when the abort exchange's status is known
 
@@ -322,6 +368,8 @@ class Replayer:
         self.out.exchanges[exchange.index] = rec
         if cap is None:
             return
+        if cap == "subscribe" and multiplexed(exchange):
+            return  # a socket several sessions share: its frames name their sessions
         s = self.session(exchange.session_id)
         rec.session_id = s.session_id
         at = exchange.started_at * 1000.0
@@ -334,31 +382,10 @@ class Replayer:
                 rec.dispatch = "continued"  # e.g. the OpenAI tool loop: same run, another request
                 self._request_events(s, exchange, run_id)
                 return
-            body = exchange.request_json()
-            try:
-                input = self.adapter.protocol.decode_input(body)
-            except Exception:  # noqa: BLE001 - a recorded body we cannot read
-                input = None
-            project = s.decoder.project(input, run_id, tuple(s.core.snapshot.messages)) if input is not None else []
-            rec.projected = len(project)
-            if cap == "run":
-                res = s.core.send(run_id, input if input is not None else body, project=project, at=at)
-            elif cap == "regenerate":
-                res = s.core.regenerate(run_id, target=exchange.target_run_id, project=project, at=at)
-            else:
-                res = s.core.edit(run_id, target=exchange.target_run_id or "", input=input, project=project, at=at)
-            if not res.ok and cap != "run":
-                # The Core would not have sent it; the client did: record as a plain send.
-                s.core.send(run_id, input if input is not None else body, project=project, at=at)
-            view = s.core.run_view(run_id)
-            if view is not None and view.status == "queued":
-                s.core.force_dispatch(run_id, at=at)
-            self.drain(s, exchange)
-            view = s.core.run_view(run_id)
-            rec.dispatch = "accepted" if view is not None else "refused"
-            if view is not None:
-                run = self.run_record(s, run_id)
-                run.live, run.live_at = s.core.snapshot, (exchange.index, None)
+            rec.projected, rec.dispatch = self._dispatch(
+                s, exchange, cap, run_id, exchange.request_json(), at, frame_index=None,
+                target=exchange.target_run_id,
+            )
         elif cap == "resume":
             run_id = self._run_id(s, exchange)
             rec.run_id = run_id
@@ -387,6 +414,40 @@ class Replayer:
             self.history(s, exchange, rec)
         elif cap == "status":
             self.status(s, exchange)
+
+    def _dispatch(
+        self, s: SessionReplay, exchange: Exchange, cap: str, run_id: str, body: Any, at: float, *,
+        frame_index: int | None, target: str | None = None,
+    ) -> tuple[int, str]:
+        """The UI's send (regenerate, edit) of a run the client started: a run
+        request, or a run command on a socket (``frame_index``).  Returns how
+        many user messages the adapter projected (R4.5) and the dispatch
+        (``accepted`` / ``refused``)."""
+        try:
+            input = self.adapter.protocol.decode_input(body)
+        except Exception:  # noqa: BLE001 - a recorded body we cannot read
+            input = None
+        project = s.decoder.project(input, run_id, tuple(s.core.snapshot.messages)) if input is not None else []
+        if cap == "run":
+            res = s.core.send(run_id, input if input is not None else body, project=project, at=at)
+        elif cap == "regenerate":
+            res = s.core.regenerate(run_id, target=target, project=project, at=at)
+        else:
+            res = s.core.edit(run_id, target=target or "", input=input, project=project, at=at)
+        if not res.ok and cap != "run":
+            # The Core would not have sent it; the client did: record as a plain send.
+            s.core.send(run_id, input if input is not None else body, project=project, at=at)
+        view = s.core.run_view(run_id)
+        if view is not None and view.status == "queued":
+            s.core.force_dispatch(run_id, at=at)
+        # A run request is refused when it failed at the HTTP level (R2.2); a
+        # command a socket carried reached the backend.
+        self.drain(s, exchange, ok=True if frame_index is not None else None)
+        view = s.core.run_view(run_id)
+        if view is not None:
+            run = self.run_record(s, run_id)
+            run.live, run.live_at = s.core.snapshot, (exchange.index, frame_index)
+        return len(project), "accepted" if view is not None else "refused"
 
     def _request_events(self, s: SessionReplay, exchange: Exchange, run_id: str) -> None:
         """Events a continuation request carries (R2.2: the tool loop calls run
@@ -419,7 +480,12 @@ class Replayer:
         exchange.run_id, exchange.run_id_source = f"{s.session_id}:x{exchange.index}", "derived"
         return exchange.run_id
 
-    def history(self, s: SessionReplay, exchange: Exchange, rec: ExchangeRecord) -> None:
+    def history(self, s: SessionReplay, exchange: Exchange, rec: ExchangeRecord, *, reply: Any = ABSENT,
+                at: float | None = None, frame_index: int | None = None) -> HistoryRecord:
+        """A history read: an HTTP exchange, or on a socket the server message
+        (``reply``, at ``at``, frame ``frame_index``) answering a history command."""
+        socket = frame_index is not None
+        started = at if socket else exchange.started_at
         before = s.core.snapshot
         baselines = {}
         for run_id, run in s.runs.items():
@@ -433,10 +499,10 @@ class Replayer:
         result: HistoryResult | None = None
         error: str | None = None
         command: CommandResult | None = None
-        if exchange.failed:
+        if exchange.failed and not socket:
             error = f"history request failed (HTTP {exchange.status})"
         else:
-            value = exchange.response_json()
+            value = reply if socket else exchange.response_json()
             try:
                 result = s.decoder.history(value)
             except InvalidMessageError as err:
@@ -446,15 +512,18 @@ class Replayer:
             except Exception as err:  # noqa: BLE001 - decode_history raised on this body
                 error = f"decode_history failed: {type(err).__name__}: {err}"
             if result is not None:
-                command = s.core.apply_history(result, at=exchange.started_at * 1000.0)
-                self._note_settled(s, "history", exchange.started_at)
+                command = s.core.apply_history(result, at=started * 1000.0)
+                self._note_settled(s, "history", started)
         hist = HistoryRecord(
-            exchange.index, s.session_id, result, error, command, before, s.core.snapshot, exchange.started_at,
-            read_scope(exchange), exchange.run_id, baselines,
-            self._history_limits(value, s.session_id) if result is not None else (),
+            exchange.index, s.session_id, result, error, command, before, s.core.snapshot, started,
+            "session" if socket else read_scope(exchange), None if socket else exchange.run_id, baselines,
+            limits=self._history_limits(value, s.session_id) if result is not None else (),
+            frame_index=frame_index,
         )
         s.history.append(hist)
-        rec.history = hist
+        if not socket:
+            rec.history = hist
+        return hist
 
     def status(self, s: SessionReplay, exchange: Exchange) -> None:
         run_id = exchange.run_id
@@ -477,7 +546,11 @@ class Replayer:
 
     def frame(self, exchange: Exchange, frame: Frame) -> None:
         rec = self.out.exchanges[exchange.index]
-        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, at=frame.at)
+        if exchange.capability == "subscribe":
+            self._socket_frame(exchange, frame, rec)
+            return
+        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, at=frame.at,
+                         event_id=frame.event_id)
         rec.frames.append(fr)
         self.out.frames.append(fr)
         cap = exchange.capability
@@ -507,15 +580,14 @@ class Replayer:
             return
         if frame.error is not None:
             fr.error = frame.error  # e.g. invalid UTF-8 that JSON still parsed
-        if cap == "subscribe":
-            self.route(s, exchange, frame, fr, value)
-            return
         if cap not in STREAMING:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
         identity = self._identity(value)
         fr.identity = identity
+        if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
+            fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
         fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
         if identity is not None and identity.session_id is not None and identity.session_id != s.session_id and not stopped:
             # An event of another session on this run's stream (e.g. an A2A
@@ -523,13 +595,13 @@ class Replayer:
             # run's decode state, and rejected wrong-session by the Core (R11.5).
             fr.state = "wrong-session"
             foreign = self._foreign_decoder(identity.session_id).decode(
-                value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
+                value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
             for fact in foreign.facts:
                 fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
             return
         decoded = s.decoder.decode(
-            value, run_id=run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
+            value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
         )
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
@@ -555,6 +627,142 @@ class Replayer:
             rec.concluded = True
         elif fr.end_marker and rec.end_marker_frame is None:
             rec.end_marker_frame = frame.index
+
+    # -- subscriptions and sockets ------------------------------------------------------
+
+    def _socket(self, exchange: Exchange) -> _Socket:
+        sock = self._sockets.get(exchange.index)
+        if sock is None:
+            sock = self._sockets[exchange.index] = _Socket(exchange)
+        return sock
+
+    def _socket_frame(self, exchange: Exchange, frame: Frame, rec: ExchangeRecord) -> None:
+        """One frame of a subscription: a server event routed to its session
+        and run, or a client message (a command when the route's ``messages``
+        say so).  On a socket several sessions share (:func:`multiplexed`)
+        each frame goes to the session it names, so every session is
+        replayed with its own messages only."""
+        sock = self._socket(exchange)
+        sid, value, err, command, ident, failed = self._classify(sock, frame)
+        parsed = err is None and value is not None and value is not DONE
+        if self.only is not None and sid not in self.only:
+            return
+        fr = FrameRecord(exchange.index, frame.index, "admitted", sid, rec.run_id, at=frame.at, event_id=frame.event_id)
+        rec.frames.append(fr)
+        self.out.frames.append(fr)
+        s = self.session(sid)
+        if frame.direction == "out":
+            fr.state = "outgoing"
+            if command is not None:
+                fr.command = command
+                fr.run_id = command.run_id
+                self._command(s, exchange, frame, rec, sock, command)
+            return
+        stopped = rec.reader_stop is not None
+        if frame.error is not None and frame.error.stops_reader:
+            fr.error = frame.error
+            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+            if not stopped:
+                rec.reader_stop = ("error", frame.index)
+            return
+        if err is not None:
+            fr.error = err
+            if frame.text is None and not stopped:
+                fr.state = "empty"
+                return
+            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+            if not stopped:
+                rec.reader_stop = ("error", frame.index)
+            return
+        if frame.error is not None:
+            fr.error = frame.error
+        if failed is not None:
+            self.adapter.report_error("identify", failed.err)
+            fr.state, fr.error = "error", str(failed)
+            return
+        if parsed and sock.waiting:
+            for k, (rule, wsid, _) in enumerate(sock.waiting):
+                if wsid == sid and sock.rules is not None and sock.rules.answers(rule, value):
+                    del sock.waiting[k]
+                    fr.state = "history"
+                    self.history(s, exchange, rec, reply=value, at=frame.at, frame_index=frame.index)
+                    return
+        if fr.event_id is None and ident is not None and ident.event_id and exchange.transport == "ws":
+            fr.event_id = ident.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
+        self.route(s, exchange, frame, fr, value, identity=ident)
+        if fr.run_id is not None and fr.state not in ("wrong-session", "unrouted"):
+            key = (s.session_id, fr.run_id)
+            run = rec.socket_runs.get(key)
+            if run is None:
+                run = rec.socket_runs[key] = SocketRun(s.session_id, fr.run_id, frame.index, frame.index)
+            run.last_frame = frame.index
+            if any(f.result.accepted and f.fact.kind in TERMINAL_KINDS for f in fr.facts):
+                run.concluded = True
+
+    def _classify(self, sock: _Socket, frame: Frame) -> tuple[str, Any, Any, Any, EventIdentity | None, _IdentifyError | None]:
+        """A socket frame's session, JSON (and its error), command (a client
+        message) or identity (a server event)."""
+        value: Any = None
+        err: Any = None
+        if frame.error is None or not frame.error.stops_reader:
+            value, err = event_json(frame)
+        parsed = err is None and value is not None and value is not DONE
+        command = None
+        ident: EventIdentity | None = None
+        failed: _IdentifyError | None = None
+        if frame.direction == "out":
+            command = sock.rules.command(value) if sock.rules is not None and parsed else None
+            sid = sock.session_of_message(value if parsed else None, command)
+        else:
+            try:
+                ident = self._socket_identity(sock, value) if parsed else None
+            except _IdentifyError as e:
+                failed = e
+            sid = sock.session_of_event(value if parsed else None, ident)
+        return sid, value, err, command, ident, failed
+
+    def _socket_identity(self, sock: _Socket, value: Any) -> EventIdentity | None:
+        """``identify_event``, completed by the route's per-event sources
+        (``events:`` pointers for session and run, read on every event)."""
+        ident = self._identity(value, strict=True)
+        if not sock.session_ptrs and not sock.run_ptrs:
+            return ident
+        run = _find(value, sock.run_ptrs) if sock.run_ptrs else None
+        session = _find(value, sock.session_ptrs) if sock.session_ptrs else None
+        if ident is None:
+            return EventIdentity(run_id=run, session_id=session) if run is not None else None
+        if run is not None and not ident.run_id:
+            ident = replace(ident, run_id=run)
+        if session is not None and (sock.mux or ident.session_id is None):
+            ident = replace(ident, session_id=session)  # on a shared socket the event's session routes it
+        return ident
+
+    def _command(self, s: SessionReplay, exchange: Exchange, frame: Frame, rec: ExchangeRecord, sock: _Socket,
+                 command: Any) -> None:
+        """A client message on a socket that is a chatkit command."""
+        at = frame.at * 1000.0
+        cap = command.capability
+        if cap == "run":
+            run_id = command.run_id or f"{s.session_id}:x{exchange.index}:{frame.index}"
+            run = self.run_record(s, run_id)
+            if exchange.index not in run.exchanges:
+                run.exchanges.append(exchange.index)
+            key = (s.session_id, run_id)
+            if key not in rec.socket_runs:
+                rec.socket_runs[key] = SocketRun(s.session_id, run_id, frame.index, frame.index, command_frame=frame.index)
+            if s.core.run_view(run_id) is None:
+                run_rec = rec.socket_runs[key]
+                run_rec.projected, run_rec.dispatch = self._dispatch(
+                    s, exchange, "run", run_id, command.body, at, frame_index=frame.index)
+        elif cap == "abort":
+            run_id = command.run_id
+            if run_id is not None and s.core.run_view(run_id) is not None:
+                s.core.abort(run_id, at=at)
+                s.core.take_requests()
+                # delivered on the open socket: the stop reached the backend (R9.4 accepted)
+                s.core.abort_settled(run_id, True, at=at)
+        elif cap == "history":
+            sock.waiting.append((command.rule, s.session_id, frame.index))
 
     def _foreign_decoder(self, session_id: str) -> SessionDecoder:
         dec = self._foreign.get(session_id)
@@ -586,16 +794,20 @@ class Replayer:
         except Exception:  # noqa: BLE001
             return ()
 
-    def _identity(self, value: Any) -> EventIdentity | None:
+    def _identity(self, value: Any, *, strict: bool = False) -> EventIdentity | None:
         if value is DONE or not self._has_identity:
             return None
         try:
             return self.adapter.protocol.identify_event(value)
-        except Exception:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001
+            if strict:
+                raise _IdentifyError(err) from None
             return None
 
-    def route(self, s: SessionReplay, exchange: Exchange, frame: Frame, fr: FrameRecord, value: Any) -> None:
-        decoded = s.decoder.route(value, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0)
+    def route(self, s: SessionReplay, exchange: Exchange, frame: Frame, fr: FrameRecord, value: Any, *,
+              identity: EventIdentity | None = None) -> None:
+        decoded = s.decoder.route(value, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}",
+                                  at=frame.at * 1000.0, identity=identity)
         ident = decoded.identity
         fr.identity = ident
         if decoded.error is not None:
@@ -614,7 +826,7 @@ class Replayer:
         if ident.session_id is not None and ident.session_id != s.session_id:
             # Decode it apart and let the Core reject it (R11.5, CK501).
             shadow = self._foreign_decoder(ident.session_id).decode(
-                value, run_id=ident.run_id, event_id=frame.event_id, fallback_id=f"{exchange.index}:{frame.index}"
+                value, run_id=ident.run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
             for fact in shadow.facts:
                 fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id))
@@ -641,6 +853,17 @@ class Replayer:
         readers = self._readers.get((rec.session_id, rec.run_id))
         if readers is not None:
             readers.discard(exchange.index)
+        if exchange.capability == "subscribe" and exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
+            # A subscription (a socket) that ends leaves the runs it carried
+            # without a conclusion with an unknown outcome, as a run's own
+            # stream does (R3.4).
+            for (sid, run_id), run in rec.socket_runs.items():
+                s = self.out.sessions.get(sid)
+                view = s.core.run_view(run_id) if s is not None else None
+                if s is None or view is None or view.terminal or run.concluded:
+                    continue
+                s.core.observe_connection(run_id=run_id, state="disconnected")
+            return
         if exchange.capability not in STREAMING or rec.run_id is None:
             return
         s = self.session(exchange.session_id)
@@ -663,6 +886,121 @@ class Replayer:
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+#: Where the session of a stream of one session comes from: its request or its reply.
+_FIXED_SESSION = frozenset({"path", "query", "header", "body", "constant", "response", "inherited", "split"})
+
+
+def multiplexed(exchange: Exchange) -> bool:
+    """A subscription whose session is not fixed by its request or reply but
+    read from its events (``session = "events:…"``, or derived): a socket
+    that may carry several sessions, each event going to the session it
+    names (docs/profiles.md, "WebSocket")."""
+    if exchange.capability != "subscribe":
+        return False
+    note = (exchange.notes or {}).get("identity")
+    if not isinstance(note, dict):
+        return False
+    source = note.get("session_source")
+    if source in _FIXED_SESSION:
+        return False
+    events = note.get("events")
+    return source in ("events", "derived") or (isinstance(events, dict) and bool(events.get("session")))
+
+
+class _IdentifyError(Exception):
+    """``identify_event`` raised: the event is reported as an error, not routed."""
+
+    def __init__(self, err: BaseException) -> None:
+        super().__init__(f"{type(err).__name__}: {err}")
+        self.err = err
+
+
+class _Socket:
+    """What the replay keeps of one subscription: the route's per-event
+    sources and command rules (from the exchange's ``notes.identity``), and
+    which session each run belongs to on it."""
+
+    __slots__ = ("mux", "home", "session_ptrs", "run_ptrs", "rules", "run_session", "waiting")
+
+    def __init__(self, exchange: Exchange) -> None:
+        note = (exchange.notes or {}).get("identity")
+        note = note if isinstance(note, dict) else {}
+        events = note.get("events") if isinstance(note.get("events"), dict) else {}
+        self.session_ptrs = tuple(tuple(p) for p in events.get("session") or () if isinstance(p, list))
+        self.run_ptrs = tuple(tuple(p) for p in events.get("run") or () if isinstance(p, list))
+        rules = note.get("messages")
+        if rules:
+            from .capture.profiles import message_rules
+
+            self.rules = message_rules(rules)
+        else:
+            self.rules = None
+        self.mux = multiplexed(exchange)
+        self.home = exchange.session_id or DEFAULT_SESSION
+        #: run id -> the session it was first seen in on this socket.
+        self.run_session: dict[str, str] = {}
+        #: history commands not answered yet: (rule, session, frame index).
+        self.waiting: list[tuple[int, str, int]] = []
+
+    def session_of_event(self, value: Any, ident: EventIdentity | None) -> str:
+        if not self.mux:
+            return self.home
+        sid = ident.session_id if ident is not None else None
+        if sid is None and self.session_ptrs and value is not None:
+            sid = _find(value, self.session_ptrs)
+        run = ident.run_id if ident is not None else (_find(value, self.run_ptrs) if self.run_ptrs and value is not None else None)
+        if sid is None and run is not None:
+            sid = self.run_session.get(run)
+        sid = sid or self.home
+        if run is not None:
+            self.run_session.setdefault(run, sid)
+        return sid
+
+    def session_of_message(self, value: Any, command: Any) -> str:
+        if not self.mux:
+            return self.home
+        sid = command.session_id if command is not None else None
+        if sid is None and self.session_ptrs and value is not None:
+            sid = _find(value, self.session_ptrs)
+        run = command.run_id if command is not None else None
+        if sid is None and run is not None:
+            sid = self.run_session.get(run)
+        sid = sid or self.home
+        if run is not None and command.capability == "run":
+            self.run_session.setdefault(run, sid)
+        return sid
+
+
+def _find(doc: Any, pointers: tuple[tuple[str, ...], ...]) -> str | None:
+    from .capture.identity import lookup, scalar_id
+
+    for p in pointers:
+        v = scalar_id(lookup(doc, p))
+        if v is not None:
+            return v
+    return None
+
+
+def split_frames(exchange: Exchange, adapter: Adapter) -> dict[str, list[Frame]]:
+    """A socket's frames per session they name, in order: the split the
+    replay makes (each frame goes to the session it names)."""
+    sock = _Socket(exchange)
+    if not sock.mux:
+        return {sock.home: list(exchange.frames)}
+    r = Replayer(adapter, None)
+    out: dict[str, list[Frame]] = {}
+    for frame in exchange.frames:
+        out.setdefault(r._classify(sock, frame)[0], []).append(frame)
+    return out or {sock.home: []}
+
+
+def socket_sessions(exchange: Exchange, adapter: Adapter) -> list[str]:
+    """The sessions whose messages a socket carries, in order of first frame."""
+    if exchange.capability != "subscribe":
+        return [exchange.session_id or DEFAULT_SESSION]
+    return list(split_frames(exchange, adapter))
 
 
 def _fields(fact: Fact) -> dict[str, Any]:
@@ -721,6 +1059,7 @@ def replay(
     *,
     capabilities: Iterable[str] | None = None,
     observe: Callable[[int, Exchange, Frame | None, Replayer], None] | None = None,
+    only: Iterable[str] | None = None,
 ) -> Replay:
     """Replay ``exchanges`` (any order: they are sorted by time) through ``adapter``.
 
@@ -728,8 +1067,10 @@ def replay(
     adapter's.  ``observe(kind, exchange, frame, replayer)`` is called after
     each event (kind 0: request start, 1: frame, 2: end of stream), e.g. to
     read the snapshot the UI had at that moment (the HTML report).
+    ``only``: record only these sessions' frames of a socket several sessions
+    share (a trace analysed one session at a time).
     """
-    r = Replayer(adapter, capabilities)
+    r = Replayer(adapter, capabilities, only=only)
     events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
     for ex in exchanges:
         events.append((ex.started_at, 0, ex.index, -1, ex, None))

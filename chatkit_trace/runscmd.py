@@ -15,8 +15,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser(
         "runs",
         help="table of sessions and runs: status, origin, duration, frames, rejections, findings",
-        description="A table of the trace's sessions and runs. The connection column says how the run's last "
-        "response stream ended in the recording, for every protocol alike: "
+        description="A table of the trace's sessions and runs. The settled-by column says what concluded a run: "
+        "fact (a terminal event on its stream), history or status (only a later read did). The connection "
+        "column says how the run's last response stream ended in the recording, for every protocol alike: "
         + "; ".join(f"{k} ({v})" for k, v in STREAM_STATES.items()) + ".",
     )
     p.add_argument("trace", metavar="TRACE")
@@ -57,6 +58,8 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
                 "session": run.session_id,
                 "run": view.id,
                 "status": status,
+                # what concluded the run: a terminal event (fact), a later history or status read, or nothing
+                "settled_by": (run.record.settled_by if run.record else None) if view.terminal else None,
                 "origin": view.origin,
                 "connection": connection,
                 "duration_s": round(max(t) - min(t), 3) if len(t) > 1 else 0.0,
@@ -81,15 +84,16 @@ def run(args: argparse.Namespace) -> int:
 
     # recorded ids (and the file's name) are plain text, never markup
     table = Table(title=Text(f"runs in {args.trace}"))
-    for col in ("session", "run", "status", "origin", "connection", "duration", "frames", "rejected", "findings"):
+    for col in ("session", "run", "status", "settled by", "origin", "connection", "duration", "frames", "rejected", "findings"):
         table.add_column(col, justify="right" if col in ("duration", "frames", "rejected") else "left")
     colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta"}
     for r in rows:
         c = colors.get(r["status"], "")
         findings = " ".join(f"{n}{k[0]}" for k, n in (("error", r["errors"]), ("warning", r["warnings"]), ("info", r["infos"])) if n) or "-"
         table.add_row(
-            Text(str(r["session"])), Text(str(r["run"])), Text(r["status"], style=c), Text(str(r["origin"])),
-            Text(str(r["connection"])), f"{r['duration_s']:.2f}s", str(r["frames"]), str(r["rejected"]), findings,
+            Text(str(r["session"])), Text(str(r["run"])), Text(r["status"], style=c), Text(r["settled_by"] or "-"),
+            Text(str(r["origin"])), Text(str(r["connection"])), f"{r['duration_s']:.2f}s", str(r["frames"]),
+            str(r["rejected"]), findings,
         )
     Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)
     return 0

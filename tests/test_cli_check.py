@@ -117,7 +117,7 @@ def test_runs_and_diff(tmp_path, capsys):
     path = trace_from_case(tmp_path, "CK201")
     assert main(["runs", str(path), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "origin": "local", "connection": "closed",
+    assert rows == [{"session": "s1", "run": "r1", "status": "completed", "settled_by": "fact", "origin": "local", "connection": "closed",
                      "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
     assert main(["diff", str(path)]) == 1  # diff(1): differences
     out = capsys.readouterr().out

@@ -36,7 +36,8 @@ def comparisons(
     exchanges = session_exchanges(data, session_id)
     for ex in exchanges:
         ex.frames = list(ex.frames)
-    derived = derive_exchanges(exchanges, adapter, capabilities=capabilities, analyse=False)
+    # a socket several sessions share: this session's own frames of it (as the engine replays it)
+    derived = derive_exchanges(exchanges, adapter, capabilities=capabilities, analyse=False, only={session_id})
     ctx = Context(derived.replay, {e.index: e for e in exchanges}, adapter)
     return [x for x in all_comparisons(ctx) if x.run_id == run_id]
 

@@ -236,7 +236,8 @@ class SessionReplayer:
     # -- state ----------------------------------------------------------------------
 
     def _fresh(self) -> Replayer:
-        return Replayer(self.adapter, self.capabilities)
+        # a socket several sessions share gives this session its own frames only
+        return Replayer(self.adapter, self.capabilities, only={self.session_key})
 
     def exchanges(self) -> list[Exchange]:
         if self._exchanges is None:

@@ -339,6 +339,7 @@ class RunsTable(VirtualList):
         ("session", 12, "<"),
         ("run", 18, "<"),
         ("connection", 12, "<"),
+        ("settled", 8, "<"),
         ("origin", 6, "<"),
         ("duration", 8, ">"),
         ("frames", 7, ">"),
@@ -388,6 +389,8 @@ class RunsTable(VirtualList):
             [(r.session_id, "")],
             [(r.run_id, "primary")],
             [(r.connection or "-", "error" if r.connection in ("reset", "timeout", "client-gone", "error") else "muted")],
+            # what concluded the run: a terminal event (fact) or only a later read (history, status)
+            [(r.settled_by or "-", "warning" if r.settled_by in ("history", "status") else "muted")],
             [(r.origin or "-", "muted")],
             [(_fmt_duration(r.duration), "")],
             [(str(r.frames), "")],

@@ -205,18 +205,23 @@ class SessionDecoder:
         event_id: str | None = None,
         fallback_id: str,
         at: float | None = None,
+        identity: EventIdentity | None = None,
     ) -> Decoded:
         """A subscription event: find its run with ``identify_event``, then decode.
 
         An event without identity cannot be routed (R11.7): it comes back with
         ``identity=None`` and no facts.  An event naming another session comes
         back with that identity and no facts (the caller reports wrong-session).
+        ``identity``: the event's identity when the caller already has it (a
+        socket's events: ``identify_event`` completed by the route's per-event
+        sources).
         """
-        try:
-            identity = self.adapter.protocol.identify_event(event)
-        except Exception as err:  # noqa: BLE001
-            self.adapter.report_error("identify", err)
-            return Decoded(error=f"{type(err).__name__}: {err}")
+        if identity is None:
+            try:
+                identity = self.adapter.protocol.identify_event(event)
+            except Exception as err:  # noqa: BLE001
+                self.adapter.report_error("identify", err)
+                return Decoded(error=f"{type(err).__name__}: {err}")
         if identity is None:
             return Decoded()
         if identity.session_id is not None and identity.session_id != self.session_id:

@@ -71,12 +71,22 @@ class EncodeContext:
 
 @dataclass(frozen=True, slots=True)
 class EventIdentity:
-    """``identifyEvent``'s answer (SPEC R2.6, R11.2): whose event this is."""
+    """``identifyEvent``'s answer (SPEC R2.6, R11.2): whose event this is.
+
+    ``session_id``: the session the event names (on a socket shared by several
+    sessions it routes the event there; on a stream of one session another
+    session is rejected ``wrong-session``).  ``event_id``: the id the event
+    carries, for a transport without outer ids (a WebSocket message): it is
+    the event's ``eventId`` (R2.2 ``StreamEvent``), so the factory
+    deduplicates by it and a resume can name it (R11.7).  On SSE the outer
+    ``id:`` stays the event id (inner ids do not count, R11.7).
+    """
 
     run_id: str
     session_id: str | None = None
     starts_run: bool = False
     ends_response: bool = False
+    event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +173,8 @@ class AdapterProtocol:
         return None
 
     def identify_event(self, event: Any) -> EventIdentity | None:
-        """The run an interleaved subscription event belongs to (R2.6, R11.2)."""
+        """The run an interleaved subscription event belongs to (R2.6, R11.2),
+        and on a socket its session and event id (:class:`EventIdentity`)."""
         return None
 
     def decode_history(self, value: Any, session_id: str) -> HistoryResult:

@@ -50,6 +50,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK113", "warning", "R9 R3.6", "stop notice carried by the terminal frame is dropped"),
         CodeInfo("CK114", "info", "R3.4", "the stream ended waiting for the client; no continuation recorded"),
         CodeInfo("CK115", "info", "R9.1", "a stop by closing the stream cannot be confirmed"),
+        CodeInfo("CK116", "warning", "R3.4", "no terminal event for this run, though other runs on its route had one; only a read settled it"),
         CodeInfo("CK201", "error", "R8.4", "history not isomorphic with the live stream"),
         CodeInfo("CK202", "error", "R4.3", "same content, different ids"),
         CodeInfo("CK203", "info", "R4.3", "ids look generated from time or randomness"),

@@ -653,17 +653,18 @@ def _broken_stream(ctx: Context, session_id: str, run_id: str | None, before: fl
     """The run's stream that broke mid-run (reset, timeout, client gone) before ``before``: CK103."""
     from .lifecycle import _end_states
 
-    for ex in _end_states(ctx):
-        e = ex.exchange
-        if ex.session_id != session_id or ex.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
+    for end in _end_states(ctx):
+        e = end.exchange
+        if end.session_id != session_id or end.run_id != run_id or e.end not in ("reset", "timeout", "client-gone", "error"):
             continue
-        if ex.stopped_by_close:
+        if not end.subscription and end.rec.stopped_by_close:
             continue  # the UI's stop, not a break
+        if end.subscription and ctx.settled_later(session_id, run_id) == "fact":
+            continue  # a later subscription carried the run's end (no CK103)
         if (e.ended_at or e.started_at) > before:
             continue
-        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         return {"code": "CK103", "reason": f"connection broke ({e.end})", "what": f"the connection that broke ({e.end})",
-                "frame": last, "at": e.ended_at or e.started_at}
+                "frame": end.last, "at": e.ended_at or e.started_at}
     return None
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
-from ..pipeline import FactRecord, STREAMING
+from ..pipeline import STREAMING, ExchangeRecord, FactRecord
+from ..trace import Exchange
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
 
@@ -208,21 +210,57 @@ def _is_output(fact) -> bool:
     return fact.kind in OUTPUT_KINDS
 
 
-def _end_states(ctx: Context) -> Iterator[tuple]:
-    """Streams that ended while their run had no conclusion from that stream."""
+@dataclass
+class Ending:
+    """A stream that ended while a run it carried had no conclusion from it:
+    a run's own stream (run, resume, regenerate, edit), or a subscription
+    (an SSE subscription, a socket) that closed or broke with the run open."""
+
+    #: The stream's exchange record.
+    rec: ExchangeRecord
+    session_id: str
+    run_id: str
+    #: The run's last frame on the stream (``exchange:frame``), or the exchange.
+    last: str
+    #: An end-of-reader marker on a run's own stream (frame index).
+    end_marker_frame: int | None = None
+    #: The stream is a subscription (its runs are ``SocketRun``s).
+    subscription: bool = False
+
+    @property
+    def exchange(self) -> Exchange:
+        return self.rec.exchange
+
+    @property
+    def index(self) -> int:
+        return self.rec.exchange.index
+
+
+def _end_states(ctx: Context) -> Iterator[Ending]:
+    """Streams that ended while a run they carried had no conclusion from that stream."""
     for ex in ctx.exchange_records():
         e = ex.exchange
+        if e.capability == "subscribe":
+            if e.end is None or e.end == "open" or (ex.reader_stop is not None and ex.reader_stop[0] == "error"):
+                continue
+            for run in ex.socket_runs.values():
+                if run.concluded or ctx.run_view(run.session_id, run.run_id) is None:
+                    continue  # a run the Core never knew is CK503's
+                yield Ending(ex, run.session_id, run.run_id, frame_ref(e.index, run.last_frame), subscription=True)
+            continue
         if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
             continue
         if ex.reader_stop is not None and ex.reader_stop[0] == "error":
             continue  # CK405 reports why the reader stopped
-        yield ex
+        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+        yield Ending(ex, ex.session_id, ex.run_id, last, ex.end_marker_frame)
 
 
-def _continued_later(ctx: Context, ex) -> bool:
+def _continued_later(ctx: Context, end: Ending) -> bool:
     """A later request continued the same run (the OpenAI tool loop)."""
+    ex = end.rec
     for other in ctx.exchange_records():
-        if other.exchange.index != ex.exchange.index and other.run_id == ex.run_id and other.session_id == ex.session_id:
+        if other.exchange.index != ex.exchange.index and other.run_id == end.run_id and other.session_id == end.session_id:
             if other.exchange.started_at >= ex.exchange.started_at and other.dispatch in ("continued",):
                 return True
             if other.exchange.capability == "resume" and other.exchange.started_at >= ex.exchange.started_at:
@@ -230,14 +268,43 @@ def _continued_later(ctx: Context, ex) -> bool:
     return False
 
 
-def _paused_for_client(ex) -> str | None:
+def concluded_routes(ctx: Context) -> dict[str, int]:
+    """Per route (``route_of``): how many runs a *completed* event on a stream
+    of that route concluded.  Only a normal end counts as evidence that the
+    protocol has one: stock ADK ends a run that failed with an error event
+    and one that succeeded with nothing."""
+    from .stream import route_of
+
+    cached = ctx.cache.get("concluded_routes")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+
+    def completed(sid: str | None, run: str | None) -> bool:
+        view = ctx.run_view(sid, run) if sid is not None and run is not None else None
+        return view is not None and view.status == "completed"
+
+    out: dict[str, int] = defaultdict(int)
+    for ex in ctx.exchange_records():
+        cap = ex.exchange.capability
+        if cap == "subscribe":
+            n = sum(1 for r in ex.socket_runs.values() if r.concluded and completed(r.session_id, r.run_id))
+        else:
+            n = int(cap in STREAMING and ex.concluded and completed(ex.session_id, ex.run_id))
+        if n:
+            out[route_of(ex)] += n
+    ctx.cache["concluded_routes"] = dict(out)
+    return ctx.cache["concluded_routes"]
+
+
+def _paused_for_client(frames) -> str | None:
     """The frame where this stream handed its run to the client: the last
     phase it set was ``awaiting-input`` (the OpenAI tool loop's
     ``finish_reason: tool_calls``, ADK long-running tools, a Hermes
     approval request) and nothing after it on the stream changed the phase
-    back.  None when the stream did not end waiting for the client."""
+    back.  None when the stream did not end waiting for the client.
+    ``frames``: the stream's frame records (on a subscription, the run's)."""
     at: str | None = None
-    for fr in ex.frames:
+    for fr in frames:
         for rec in fr.facts:
             if not rec.result.accepted:
                 continue
@@ -249,7 +316,7 @@ def _paused_for_client(ex) -> str | None:
     return at
 
 
-@analyzer("CK102", "CK104", "CK112", "CK114")
+@analyzer("CK102", "CK104", "CK112", "CK114", "CK116")
 def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     """CK104 (R3.4): an end-of-reader marker (``[DONE]``, A2A ``final``,
     Hermes ``done``) arrived with no conclusion before it: the adapter would
@@ -258,7 +325,9 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
 
     CK102 (R3.4, R2.5): a stream ended cleanly while its run had no
     conclusion and nothing later (history, status read) settled it;
-    superseded by CK104 when a marker came first.
+    superseded by CK104 when a marker came first.  A subscription (an SSE
+    subscription, a socket) that closes while a run it carried has no
+    conclusion counts as that run's stream.
 
     CK112 (R3.4; info, once per trace and route): streams ended cleanly
     without a conclusion and only a later history or status read settled
@@ -274,36 +343,46 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     the protocol working as designed, not a stream without a conclusion: the
     backend handed the run to the client, so nothing of CK102/CK104/CK112 is
     said about it.
+
+    CK116 (R3.4; warning, per run): the same as CK112 on a route where other
+    runs of the session *did* end with a completed event: the protocol has a
+    normal end of run and the backend did not send it for this run (a
+    backend defect, not a limit of the protocol).  Failed or interrupted
+    ends do not count (stock ADK sends an error event, never a completion).
     """
     from .stream import route_of
 
     by_history: dict[str, list] = defaultdict(list)
-    for ex in _end_states(ctx):
-        e = ex.exchange
-        if _continued_later(ctx, ex):
+    for end in _end_states(ctx):
+        e = end.exchange
+        if _continued_later(ctx, end):
             continue
-        settled = ctx.settled_later(ex.session_id, ex.run_id)
-        paused = _paused_for_client(ex) if e.end == "complete" else None
+        settled = ctx.settled_later(end.session_id, end.run_id)
+        if end.subscription:
+            run_frames = [fr for fr in end.rec.frames if fr.run_id == end.run_id and fr.session_id == end.session_id]
+        else:
+            run_frames = end.rec.frames
+        paused = _paused_for_client(run_frames) if e.end == "complete" else None
         if paused is not None:
             if settled is None:
                 yield make_finding(
                     "CK114",
-                    session_id=ex.session_id,
-                    run_id=ex.run_id,
+                    session_id=end.session_id,
+                    run_id=end.run_id,
                     frames=[paused],
-                    message=f"The stream of run {ex.run_id} ended at {paused} waiting for the client (tool results or "
+                    message=f"The stream of run {end.run_id} ended at {paused} waiting for the client (tool results or "
                     "an answer it must send), and the recording holds no later request that continues the run: the UI "
                     "shows the run waiting until the client sends it.",
                     detail={"paused_at": paused, "end": e.end},
                     keys=[e.index],
                 )
             continue
-        if ex.end_marker_frame is not None:
-            marker = frame_ref(e.index, ex.end_marker_frame)
+        if end.end_marker_frame is not None:
+            marker = frame_ref(e.index, end.end_marker_frame)
             yield make_finding(
                 "CK104",
-                session_id=ex.session_id,
-                run_id=ex.run_id,
+                session_id=end.session_id,
+                run_id=end.run_id,
                 frames=[marker],
                 message=f"The stream signalled its end at {marker} without a conclusion (no completed, failed or "
                 "interrupted before it): the spinner never stops unless something invents an outcome.",
@@ -312,65 +391,116 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
             )
             continue
         if e.end == "complete" and settled in ("history", "status"):
-            view = ctx.run_view(ex.session_id, ex.run_id)
+            view = ctx.run_view(end.session_id, end.run_id)
             if view is None or view.abort is None:  # a stopped run settled by history is R9.1's path (CK106)
-                by_history[route_of(ex)].append((ex, settled))
+                by_history[route_of(end.rec)].append((end, settled))
         if e.end == "complete" and settled is None:
-            last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+            if end.subscription:
+                what = "its subscription" if e.transport != "ws" else "its socket"
+                closed = f"closed ({_close(e)})"
+                message = (f"Run {end.run_id} had no conclusion when {what} {closed}, and nothing later settled it: "
+                           "its outcome stays unknown (the UI shows it running).")
+            else:
+                message = (f"The stream of run {end.run_id} ended cleanly without a conclusion and nothing later settled "
+                           "the run: its outcome stays unknown.")
             yield make_finding(
                 "CK102",
-                session_id=ex.session_id,
-                run_id=ex.run_id,
-                frames=[last],
-                message=f"The stream of run {ex.run_id} ended cleanly without a conclusion and nothing later settled "
-                "the run: its outcome stays unknown.",
-                detail={"frames": len(e.frames), "end": e.end},
+                session_id=end.session_id,
+                run_id=end.run_id,
+                frames=[end.last],
+                message=message,
+                detail={"frames": len(e.frames), "end": e.end, "stream": "subscription" if end.subscription else "direct",
+                        **({"close_code": e.notes.get("close_code")} if e.transport == "ws" else {})},
                 keys=[e.index],
             )
+    concluded = concluded_routes(ctx)
     for route, items in sorted(by_history.items()):
+        if concluded.get(route):
+            for end, how in items:
+                read = _settling_read(ctx, end.session_id, end.run_id)
+                yield make_finding(
+                    "CK116",
+                    session_id=end.session_id,
+                    run_id=end.run_id,
+                    frames=[end.last] + ([read] if read else []),
+                    message=f"Run {end.run_id} got no terminal event on {route}, although {concluded[route]} other run(s) "
+                    f"of this session on this route ended with a completed event: only a later {how} read settled it, so "
+                    "until a refresh the UI shows it running (the backend did not send this run's end).",
+                    detail={"route": route, "settled_by": how, "read": read, "concluded_on_route": concluded[route],
+                            "end": end.exchange.end},
+                    keys=[route, end.index],
+                )
+            continue
         first = items[0][0]
-        last = frame_ref(first.exchange.index, first.exchange.frames[-1].index) if first.exchange.frames else frame_ref(first.exchange.index, None)
         yield make_finding(
             "CK112",
             session_id=None,
             run_id=None,
-            frames=[last],
+            frames=[first.last],
             message=f"{len(items)} run(s) on {route} ended their stream without a conclusion and only a later "
             f"{items[0][1]} read settled them: until a refresh the UI shows them running (no completed, failed or "
             "interrupted came from the stream; if the protocol has an end-of-run event, the adapter does not decode it).",
-            detail={"route": route, "runs": [f"{ex.session_id}/{ex.run_id}" for ex, _ in items[:20]], "count": len(items)},
+            detail={"route": route, "runs": [f"{end.session_id}/{end.run_id}" for end, _ in items[:20]], "count": len(items)},
             keys=[route],
             frame_in_fingerprint=False,
         )
 
 
+def _close(e: Exchange) -> str:
+    code = (e.notes or {}).get("close_code")
+    if e.transport == "ws" and code is not None:
+        return f"close code {code}"
+    return "cleanly"
+
+
+def _settling_read(ctx: Context, session_id: str, run_id: str) -> str | None:
+    """The read (``exchange`` or ``exchange:frame``) that settled a run, if a read did."""
+    s = ctx.replay.sessions.get(session_id)
+    rec = s.runs.get(run_id) if s is not None else None
+    if s is None or rec is None or rec.settled_at is None:
+        return None
+    for h in s.history:
+        if h.at == rec.settled_at:
+            return frame_ref(h.exchange_index, h.frame_index)
+    return None
+
+
 @analyzer("CK103")
 def connection_broke(ctx: Context) -> Iterator[Finding]:
     """CK103 (R3.4, R12): the connection broke mid-run (reset, timeout,
-    client gone).  Says whether a later resume or history settled the run."""
-    for ex in _end_states(ctx):
-        e = ex.exchange
-        if e.end not in ("reset", "timeout", "client-gone", "error") or ex.stopped_by_close:
+    client gone), a run's own stream or a subscription (a socket) carrying
+    it.  Says whether a later resume or history settled the run."""
+    for end in _end_states(ctx):
+        e = end.exchange
+        if e.end not in ("reset", "timeout", "client-gone", "error") or (not end.subscription and end.rec.stopped_by_close):
             continue  # a client leaving a stream whose stop is closing it is the UI's stop (CK115)
-        settled = ctx.settled_later(ex.session_id, ex.run_id)
+        settled = ctx.settled_later(end.session_id, end.run_id)
+        if end.subscription and settled == "fact":
+            continue  # a later subscription (a reconnect, another tab) carried the run's end: the UI recovered
         resumed = any(
-            o.exchange.capability == "resume" and o.run_id == ex.run_id and o.exchange.started_at >= e.started_at
+            o.exchange.capability == "resume" and o.run_id == end.run_id and o.exchange.started_at >= e.started_at
             for o in ctx.exchange_records()
         )
-        last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         how = {"fact": "a later stream concluded it", "history": "a later history read settled it", "status": "a later status read settled it"}
         after = f"; {how.get(settled, 'it was settled later')}" if settled else ("; a resume followed but nothing concluded it" if resumed else "; nothing settled it")
-        note, more = _history_note(ctx, ex.session_id, ex.run_id, "CK103")
+        note, more = _history_note(ctx, end.session_id, end.run_id, "CK103")
         if note:
             note = note.replace("what the UI dropped", "what the cut stream did not deliver or the backend did not keep") \
                 .replace("the next refresh will show it", "the next refresh replaces the live copy with it")
+        what = f"The connection of run {end.run_id} broke mid-run ({e.end})"
+        if end.subscription:
+            carrier = "socket" if e.transport == "ws" else "subscription"
+            code = e.notes.get("close_code") if e.transport == "ws" else None
+            what = (f"The {carrier} carrying run {end.run_id} broke mid-run ({e.end}"
+                    + (f", close code {code}" if code is not None else "") + ")")
         yield make_finding(
             "CK103",
-            session_id=ex.session_id,
-            run_id=ex.run_id,
-            frames=[last],
-            message=f"The connection of run {ex.run_id} broke mid-run ({e.end}){after}." + note,
-            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled, **more},
+            session_id=end.session_id,
+            run_id=end.run_id,
+            frames=[end.last],
+            message=f"{what}{after}." + note,
+            detail={"end": e.end, "error": e.error, "resumed": resumed, "settled_by": settled,
+                    "stream": "subscription" if end.subscription else "direct", **more},
             keys=[e.index],
         )
 
@@ -430,6 +560,27 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
     the stop's acknowledgement is a valid race (R9.5), not a finding."""
     for ex in ctx.exchange_records():
         e = ex.exchange
+        if e.capability == "subscribe":
+            # a stop sent as a client message on a socket (the route's messages)
+            for fr in ex.frames:
+                cmd = fr.command
+                if cmd is None or cmd.capability != "abort" or cmd.run_id is None or fr.session_id is None:
+                    continue
+                view = ctx.run_view(fr.session_id, cmd.run_id)
+                if view is None or view.terminal or view.abort is None:
+                    continue
+                ref = frame_ref(fr.exchange_index, fr.frame_index)
+                yield make_finding(
+                    "CK106",
+                    session_id=fr.session_id,
+                    run_id=cmd.run_id,
+                    frames=[ref],
+                    message=f"The stop of run {cmd.run_id} was sent on the socket ({ref}) but no terminal followed and "
+                    "nothing settled the run: Stop does nothing.",
+                    detail={"abort_frame": ref, "run_status": view.status},
+                    keys=[ref],
+                )
+            continue
         if e.capability != "abort" or e.failed or ex.session_id is None or e.run_id is None:
             continue
         view = ctx.run_view(ex.session_id, e.run_id)

@@ -78,6 +78,13 @@ class Source:
     started_at: float
     ended_at: float
     cursor: str | None = None
+    #: On a socket: the frame of the ``resubscribe`` message this part of the
+    #: session's stream starts with (None: the whole exchange).
+    frame: int | None = None
+
+    @property
+    def key(self) -> tuple[int, int | None]:
+        return (self.exchange, self.frame)
 
     def last_index(self, key: Key) -> int | None:
         for i in range(len(self.items) - 1, -1, -1):
@@ -89,6 +96,8 @@ class Source:
     def label(self) -> str:
         if self.kind == "history":
             return f"history read {self.exchange}"
+        if self.frame is not None:
+            return f"subscription {self.exchange} (from the resubscribe message {frame_ref(self.exchange, self.frame)})"
         return f"{'subscription' if self.kind == 'subscription' else 'stream'} {self.exchange}"
 
 
@@ -124,7 +133,8 @@ class ResumeCheck:
     session_id: str
     exchange: int
     cursor: str
-    #: ``Last-Event-ID`` header, or ``query`` / ``route`` (the profile's cursor)
+    #: ``Last-Event-ID`` header, or ``query`` / ``route`` (the profile's cursor),
+    #: or a socket's ``resubscribe`` message
     cursor_from: str
     #: where the client had received the cursor's event (None: nowhere in the trace)
     anchor: Item | None
@@ -137,6 +147,8 @@ class ResumeCheck:
     skipped: list[Key] = field(default_factory=list)
     reordered: list[Item] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    #: On a socket: the frame of the ``resubscribe`` message (None: a reconnect).
+    frame: int | None = None
 
     @property
     def first(self) -> Problem | None:
@@ -152,25 +164,26 @@ def _sources(ctx: Context, session_id: str) -> list[Source]:
     protocol = ctx.protocol
     lists_ids = protocol.implements("history_event_ids")
     for rec in ctx.exchange_records():
-        if rec.session_id != session_id:
-            continue
         e = rec.exchange
+        socket = e.capability == "subscribe"
+        # a socket several sessions share holds frames of several sessions: each frame says whose
+        if rec.session_id != session_id and not (socket and any(fr.session_id == session_id for fr in rec.frames)):
+            continue
         if e.failed:
             continue
-        if e.capability in STREAM_CAPS:
+        if socket:
+            out.extend(_subscription_sources(rec, session_id))
+        elif e.capability in STREAM_CAPS:
             items = []
             for fr in rec.frames:
-                if fr.state in ("outgoing", "ignored") or fr.frame_index >= len(e.frames):
+                # the event id the pipeline used: the outer SSE id, or a WebSocket message's own
+                if fr.state in ("outgoing", "ignored", "history") or not fr.event_id:
                     continue
-                frame = e.frames[fr.frame_index]
-                if frame.direction != "in" or not frame.event_id:
-                    continue
-                run = fr.run_id if e.capability == "subscribe" else (rec.run_id or fr.run_id)
-                items.append(Item(e.index, fr.frame_index, run, frame.event_id, fr.at))
+                run = rec.run_id or fr.run_id
+                items.append(Item(e.index, fr.frame_index, run, fr.event_id, fr.at))
             if items:
                 end = e.ended_at if e.ended_at is not None else items[-1].at
-                out.append(Source("subscription" if e.capability == "subscribe" else "stream", e.index, items,
-                                  e.started_at, end, e.resume_cursor if e.capability == "subscribe" else None))
+                out.append(Source("stream", e.index, items, e.started_at, end))
         elif e.capability == "history" and lists_ids:
             try:
                 listed = protocol.history_event_ids(e.response_json(), session_id) or {}
@@ -183,12 +196,36 @@ def _sources(ctx: Context, session_id: str) -> list[Source]:
     return out
 
 
+def _subscription_sources(rec: Any, session_id: str) -> list[Source]:
+    """A subscription's events of one session: one source, or on a socket one
+    per ``resubscribe`` message of the session (each a resume from its cursor,
+    the socket's own cursor for the part before the first)."""
+    e = rec.exchange
+    end = e.ended_at
+    parts: list[Source] = [Source("subscription", e.index, [], e.started_at, end or e.started_at, e.resume_cursor)]
+    for fr in rec.frames:
+        if fr.session_id != session_id:
+            continue
+        cmd = fr.command
+        if cmd is not None and cmd.capability == "resubscribe":
+            parts[-1].ended_at = fr.at
+            parts.append(Source("subscription", e.index, [], fr.at, end or fr.at, cmd.cursor, fr.frame_index))
+            continue
+        if fr.state in ("outgoing", "ignored", "history") or not fr.event_id:
+            continue
+        parts[-1].items.append(Item(e.index, fr.frame_index, fr.run_id, fr.event_id, fr.at))
+    for p in parts:
+        if p.items and end is None:
+            p.ended_at = max(p.ended_at, p.items[-1].at)
+    return [p for p in parts if p.items]
+
+
 class _Session:
     def __init__(self, ctx: Context, session_id: str) -> None:
         self.ctx = ctx
         self.session_id = session_id
         self.sources = _sources(ctx, session_id)
-        self._before: dict[int, set[Key]] = {}
+        self._before: dict[tuple[int, int | None], set[Key]] = {}
 
     def anchor(self, r: Source) -> tuple[Item, Source] | None:
         """The event with the cursor's id the client had last before reconnecting."""
@@ -208,11 +245,11 @@ class _Session:
 
     def before(self, r: Source, anchor: tuple[Item, Source] | None, depth: int = 0) -> set[Key]:
         """Events the session's channel carried at or before ``r``'s cursor."""
-        cached = self._before.get(r.exchange)
+        cached = self._before.get(r.key)
         if cached is not None:
             return cached
         out: set[Key] = set()
-        self._before[r.exchange] = out  # a cycle of cursors ends here
+        self._before[r.key] = out  # a cycle of cursors ends here
         if anchor is None:
             return out
         item, home = anchor
@@ -270,10 +307,13 @@ class _Session:
         e = self.ctx.exchanges[r.exchange]
         cursor = r.cursor or ""
         header = e.header("Last-Event-ID")
-        cursor_from = "Last-Event-ID header" if header == cursor else ("query" if e.cursor and e.cursor in e.url else "the route's cursor")
+        if r.frame is not None:
+            cursor_from = f"the resubscribe message {frame_ref(r.exchange, r.frame)}"
+        else:
+            cursor_from = "Last-Event-ID header" if header == cursor else ("query" if e.cursor and e.cursor in e.url else "the route's cursor")
         found = self.anchor(r)
         out = ResumeCheck(self.session_id, r.exchange, cursor, cursor_from, found[0] if found else None,
-                          found[1].label if found else None, r.started_at)
+                          found[1].label if found else None, r.started_at, frame=r.frame)
         before = self.before(r, found)
         # 1. repeats: what the client had at or before the cursor, and whatever
         # precedes the cursor's own event on the resumed stream.
@@ -355,15 +395,20 @@ def session_resumes(ctx: Context) -> list[ResumeCheck]:
     sessions: dict[str, _Session] = {}
     for rec in ctx.exchange_records():
         e = rec.exchange
-        if e.capability != "subscribe" or e.failed or not e.resume_cursor or rec.session_id is None:
+        if e.capability != "subscribe" or e.failed:
             continue
-        s = sessions.get(rec.session_id)
-        if s is None:
-            s = sessions[rec.session_id] = _Session(ctx, rec.session_id)
-        r = next((x for x in s.sources if x.exchange == e.index), None)
-        if r is None:
-            continue  # the resumed stream carried no event with an id: nothing to judge
-        out.append(s.check(r))
+        # a reconnect with a cursor, or on a socket a resubscribe message with one
+        resumed = {rec.session_id} if e.resume_cursor and rec.session_id is not None else set()
+        resumed |= {fr.session_id for fr in rec.frames if fr.command is not None
+                    and fr.command.capability == "resubscribe" and fr.command.cursor and fr.session_id is not None}
+        for sid in sorted(resumed):
+            s = sessions.get(sid)
+            if s is None:
+                s = sessions[sid] = _Session(ctx, sid)
+            for r in s.sources:
+                # the resumed stream carried no event with an id: nothing to judge
+                if r.exchange == e.index and r.kind == "subscription" and r.cursor:
+                    out.append(s.check(r))
     ctx.cache["session_resumes"] = out
     return out
 

@@ -23,15 +23,18 @@ def wrong_session(ctx: Context) -> Iterator[Finding]:
     contextId that differs from the session): the Core rejects it wrong-session."""
     yield from reason_finding("CK501", "wrong-session", "{n} event(s) named another session and were rejected wrong-session.", ctx)
     for ex in ctx.exchange_records():
-        bad = [fr for fr in ex.frames if fr.state == "wrong-session"]
-        if bad:
+        by_session: dict[str | None, list] = defaultdict(list)
+        for fr in ex.frames:
+            if fr.state == "wrong-session":
+                by_session[fr.session_id].append(fr)
+        for sid, bad in by_session.items():
             other = bad[0].identity.session_id if bad[0].identity else None
             yield make_finding(
                 "CK501",
-                session_id=ex.session_id,
+                session_id=sid,
                 run_id=bad[0].run_id,
                 frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in bad[:20]],
-                message=f"{len(bad)} subscription event(s) of session {ex.session_id} name session {other}.",
+                message=f"{len(bad)} subscription event(s) of session {sid} name session {other}.",
                 detail={"other_session": other, "count": len(bad)},
                 keys=[ex.exchange.index],
             )
@@ -42,11 +45,14 @@ def unroutable(ctx: Context) -> Iterator[Finding]:
     """CK502 (R11.2, R11.7): a subscription event carries no run identity and
     cannot be routed (end and error events must carry it too)."""
     for ex in ctx.exchange_records():
-        bad = [fr for fr in ex.frames if fr.state == "unrouted"]
-        if bad:
+        by_session: dict[str | None, list] = defaultdict(list)
+        for fr in ex.frames:
+            if fr.state == "unrouted":
+                by_session[fr.session_id].append(fr)
+        for sid, bad in by_session.items():
             yield make_finding(
                 "CK502",
-                session_id=ex.session_id,
+                session_id=sid,
                 run_id=None,
                 frames=[frame_ref(fr.exchange_index, fr.frame_index) for fr in bad[:20]],
                 message=f"{len(bad)} subscription event(s) carry no run identity and cannot be routed to a run.",
@@ -106,6 +112,8 @@ def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
         for ex in ctx.exchange_records()
         if ex.exchange.capability in ("run", "regenerate", "edit") and ex.run_id is not None
     }
+    # run messages on a socket (the route's commands) start local runs too
+    local |= {key for ex in ctx.exchange_records() for key, run in ex.socket_runs.items() if run.command_frame is not None}
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for fr in ctx.frames():
         if PASSIVE_INPUT not in fr.limits or fr.run_id is None or fr.session_id is None:

@@ -32,22 +32,34 @@ def no_outer_event_ids(ctx: Context) -> Iterator[Finding]:
     for ex in ctx.exchange_records():
         if ex.exchange.capability not in STREAMING + ("subscribe",):
             continue
-        incoming = [f for f in ex.exchange.frames if f.direction == "in" and f.text is not None]
-        if incoming and not any(f.event_id for f in incoming):
-            routes[route_of(ex)].append(ex)
-    for route, exs in sorted(routes.items()):
-        first = exs[0]
+        # the ids the pipeline used: the outer SSE id, or on a WebSocket the
+        # event's own (identify_event), this replay's frames only
+        incoming = [fr for fr in ex.frames if fr.state not in ("outgoing", "ignored") and _has_text(ex, fr.frame_index)]
+        if incoming and not any(fr.event_id for fr in incoming):
+            routes[route_of(ex)].append((ex, incoming[0]))
+    for route, items in sorted(routes.items()):
+        first, fr = items[0]
+        ws = first.exchange.transport == "ws"
+        what = ("carry no event id (a WebSocket message has no SSE id, and the adapter's identify_event names "
+                "none)" if ws else "carry no SSE id")
         yield make_finding(
             "CK401",
             session_id=None,
             run_id=None,
-            frames=[frame_ref(first.exchange.index, first.exchange.frames[0].index)],
-            message=f"Events on {route} carry no SSE id: the UI cannot deduplicate them or resume after a dropped "
+            frames=[frame_ref(fr.exchange_index, fr.frame_index)],
+            message=f"Events on {route} {what}: the UI cannot deduplicate them or resume after a dropped "
             "connection (a limitation of this protocol or backend).",
-            detail={"route": route, "exchanges": len(exs)},
+            detail={"route": route, "exchanges": len(items), "transport": first.exchange.transport},
             keys=[route],
             frame_in_fingerprint=False,
         )
+
+
+def _has_text(ex, index: int) -> bool:
+    """Whether the recorded frame ``index`` of an exchange record is text."""
+    frames = ex.exchange.frames
+    f = frames[index] if index < len(frames) and frames[index].index == index else next((f for f in frames if f.index == index), None)
+    return f is not None and f.text is not None
 
 
 @analyzer("CK402")
@@ -66,9 +78,8 @@ def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
     per_run: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for fr in ctx.frames():
         if fr.state == "duplicate" and (fr.exchange_index, fr.frame_index) not in repeated:
-            ex = ctx.exchanges.get(fr.exchange_index)
-            eid = ex.frames[fr.frame_index].event_id if ex and fr.frame_index < len(ex.frames) else None
-            per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), eid or "?"))
+            # the id the pipeline used (on a WebSocket the event's own)
+            per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), fr.event_id or "?"))
     for (sid, run_id), recs in rejections(ctx, "duplicate-event"):
         per_run[(sid, run_id)].extend((frame_ref(r.exchange_index, r.frame_index), r.fact.event_id or "?") for r in recs)
     for (sid, run_id), items in per_run.items():
@@ -198,7 +209,7 @@ def _subscription_resumes(ctx: Context) -> Iterator[Finding]:
                 "ui": handled,
                 "stream": "subscription",
             },
-            keys=[c.exchange, c.cursor],
+            keys=[c.exchange, c.cursor] + ([c.frame] if c.frame is not None else []),
         )
 
 

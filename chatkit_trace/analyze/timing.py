@@ -45,6 +45,9 @@ def stalls(ctx: Context) -> Iterator[Finding]:
     for ex in ctx.exchange_records():
         if ex.exchange.capability not in STREAMING + ("subscribe",):
             continue
+        if ex.exchange.capability == "subscribe" and ex.socket_runs:
+            yield from _run_stalls(ex, limit)
+            continue
         frames = _incoming(ex)
         gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:])]
         if not gaps:
@@ -59,4 +62,30 @@ def stalls(ctx: Context) -> Iterator[Finding]:
                 message=f"The stream stalled for {gap:.2f} s between two events (threshold {limit:g} s).",
                 detail={"seconds": round(gap, 3), "threshold": limit, "stalls": sum(1 for g in gaps if g[0] > limit)},
                 keys=[ex.exchange.index],
+            )
+
+
+def _run_stalls(ex, limit: float) -> Iterator[Finding]:
+    """On a subscription (a socket): the gaps between consecutive events of
+    each run it carried, from the run's start until its end on the stream
+    (a quiet socket between runs is no stall)."""
+    per_run: dict[tuple, list] = {}
+    for fr in ex.frames:
+        if fr.state == "outgoing" or fr.run_id is None:
+            continue
+        per_run.setdefault((fr.session_id, fr.run_id), []).append(fr)
+    for (sid, run_id), frames in per_run.items():
+        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:])]
+        if not gaps:
+            continue
+        gap, a, b = max(gaps, key=lambda g: g[0])
+        if gap > limit:
+            yield make_finding(
+                "CK602",
+                session_id=sid,
+                run_id=run_id,
+                frames=[frame_ref(b.exchange_index, b.frame_index), frame_ref(a.exchange_index, a.frame_index)],
+                message=f"The stream stalled for {gap:.2f} s between two events of run {run_id} (threshold {limit:g} s).",
+                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": sum(1 for g in gaps if g[0] > limit)},
+                keys=[ex.exchange.index, run_id],
             )

@@ -131,6 +131,12 @@ def input_not_visible(ctx: Context) -> Iterator[Finding]:
         for ex in ctx.exchange_records()
         if ex.exchange.capability in ("run", "regenerate", "edit") and ex.dispatch == "accepted"
     }
+    for ex in ctx.exchange_records():  # run messages on a socket (the route's commands)
+        for key, run in ex.socket_runs.items():
+            if run.dispatch == "accepted":
+                local.add(key)
+                if run.projected:
+                    projected.add(key)
     for rec in ctx.facts():
         if not rec.result.accepted or not isinstance(rec.fact, MessageFact):
             continue

@@ -96,9 +96,14 @@ class LiveDeriver:
         try:
             self.adapter = profile.create_adapter()
         except Exception as err:  # noqa: BLE001
-            self._capture_error("deriver", f"cannot build the adapter for profile {profile.name!r}: {err}")
-            self._log(logging.WARNING, f"chatkit-trace: cannot derive facts: the adapter of profile {profile.name!r} "
-                      f"failed to build ({err}); every frame is still recorded")
+            self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
+            # Loud, once: every later command needs the adapter too (docs/recording.md).
+            # (A warning: mitmdump exits on an error logged during its startup.)
+            self._log(logging.WARNING, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
+                      f"profile {profile.name!r} ({type(err).__name__}: {err}). Every exchange is still recorded, "
+                      "but no run is decoded or judged: install the adapter into this Python "
+                      f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "
+                      f"`chatkit-trace redecode {config.db}`; runs, check, view and the fixtures' pytest need it too")
 
     # ------------------------------------------------------------------ work
 
@@ -125,36 +130,56 @@ class LiveDeriver:
         self.next_due = min(later) if later else None
         if not due:
             return 0
-        from ..derive import Deriver
+        from ..store import PendingDerivation
 
-        deriver = Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
+        # a socket several sessions share is derived for all of them at once
+        # (docs/recording.md): its other sessions come along, queued or not
+        names = {p.session_id for p in due}
+        try:
+            with self.store.reading():
+                names = self._deriver().together(names)
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("derive", err)
+        queued = {p.session_id: p for p in pending}
         done = 0
-        for p in due:
+        for sid in sorted(names, key=lambda s: (s is None, s or "")):
             if self.stop_requested:
                 break
-            self._derive_one(deriver, p, final=final)
+            self._derive_one(queued.get(sid) or PendingDerivation(sid, 0, now, 0), final=final)
             done += 1
         return done
 
-    def _derive_one(self, deriver: Any, p: Any, *, final: bool) -> None:
+    def _deriver(self) -> Any:
+        """The derive engine on the trace as it is now (it caches what it read:
+        one per session, made inside that session's snapshot)."""
+        from ..derive import Deriver
+
+        return Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
+
+    def _derive_one(self, p: Any, *, final: bool) -> None:
         store = self.store
         try:
             with store.reading():  # the queue entry and the session's rows: one snapshot
                 current = store.derive_pending(session=p.session_id)
-                if not current:
-                    return
+                if not current and p.seq:
+                    return  # derived meanwhile (with a socket it shares)
+                deriver = self._deriver()
+                shared = deriver.shared_sockets()
                 d = deriver.session(p.session_id, analyse=False)
-            ids = [ex.index for ex in d.exchanges]
-            store.write_derived(d.rows() if ids else {}, sessions=d.names, exchanges=ids, done=current[0])
-            self.derived_frames += current[0].frames
+            # a shared socket's rows are its sessions' own (replaced by session, not by exchange)
+            ids = [ex.index for ex in d.exchanges if ex.index not in shared]
+            done = current[0] if current else None
+            store.write_derived(d.rows() if d.exchanges else {}, sessions=d.names, exchanges=ids, done=done)
+            self.derived_frames += done.frames if done else 0
         except Exception as err:  # noqa: BLE001 - one session never stops the others
             self._internal_error("derive", err)
             try:
-                store.write_derived({}, done=p)  # not retried until the session changes again
+                if p.seq:
+                    store.write_derived({}, done=p)  # not retried until the session changes again
             except Exception:  # noqa: BLE001, S110
                 pass
             return
-        if ids:
+        if d.exchanges:
             self._report_runs(d, self._findings(deriver, d), final=final)
 
     def finish(self) -> dict[str, Any]:

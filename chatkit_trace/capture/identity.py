@@ -212,6 +212,11 @@ class Match:
     pending_response: frozenset[str] = _NOTHING
     pending_events: frozenset[str] = _NOTHING
     plan: IdPlan = field(default=_EMPTY_PLAN, compare=False, repr=False)
+    #: A subscription's ``events`` pointers for session and run, read per
+    #: event (``(("session", (pointer, …)), …)``); None elsewhere.
+    per_event: tuple[tuple[str, tuple[Pointer, ...]], ...] | None = field(default=None, compare=False, repr=False)
+    #: A subscription's client-message rules (``Route.messages``, as JSON).
+    messages: tuple[dict[str, Any], ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def pending(self) -> frozenset[str]:
@@ -483,6 +488,10 @@ def apply_match(exchange: Exchange, match: Match | None) -> None:
     unresolved = sorted(f for f in match.pending if match.get(f) is None)
     if unresolved:
         note["unresolved"] = unresolved
+    if match.per_event:
+        note["events"] = {name: [list(p) for p in ptrs] for name, ptrs in match.per_event}
+    if match.messages:
+        note["messages"] = [dict(m) for m in match.messages]
     exchange.notes = {**exchange.notes, "identity": note}
 
 

@@ -51,6 +51,11 @@ __all__ = [
     "CAPABILITIES",
     "CORE_CAPABILITIES",
     "Condition",
+    "MESSAGE_COMMANDS",
+    "Command",
+    "MessageRule",
+    "MessageRules",
+    "message_rules",
     "Profile",
     "ProfileError",
     "PRESETS",
@@ -213,6 +218,92 @@ def _sources(v: Any) -> Any:
     return v
 
 
+#: What a client message on a socket can be (``Route.messages``).
+MESSAGE_COMMANDS = ("run", "abort", "resubscribe", "history")
+
+
+def _pointers(v: Any) -> Any:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    return v
+
+
+class MessageRule(BaseModel):
+    """Which client messages on a socket (a ``subscribe`` route) are chatkit
+    commands, and where their ids are (docs/profiles.md, "WebSocket").
+
+    ``match`` holds conditions on the message's JSON (as a route's ``body``
+    conditions); ``session``, ``run`` and ``cursor`` are JSON pointers (or
+    dotted paths) into the message, alternatives in order; ``input`` is the
+    part of a ``run`` message that carries the run's body (default: the whole
+    message); ``reply`` (``history`` only) holds conditions that tell the
+    server message answering it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    capability: str
+    name: str | None = None
+    match: dict[str, CondValue]
+    session: list[str] = Field(default_factory=list)
+    run: list[str] = Field(default_factory=list)
+    input: str | None = None
+    cursor: list[str] = Field(default_factory=list)
+    reply: dict[str, CondValue] = Field(default_factory=dict)
+
+    @field_validator("session", "run", "cursor", mode="before")
+    @classmethod
+    def _norm_pointers(cls, v: Any) -> Any:
+        return _pointers(v)
+
+    @field_validator("match", "reply", mode="before")
+    @classmethod
+    def _norm_conditions(cls, v: Any) -> Any:
+        return _conditions(v)
+
+    @field_validator("capability")
+    @classmethod
+    def _capability(cls, v: str) -> str:
+        if v not in MESSAGE_COMMANDS:
+            raise ValueError(f"unknown command {v!r} (a client message is one of: {', '.join(MESSAGE_COMMANDS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> MessageRule:
+        if not self.match:
+            raise ValueError("match: give at least one condition on the message (e.g. match = { type = \"run\" })")
+        if self.capability == "history" and not self.reply:
+            raise ValueError("reply: a history command needs the conditions of the server message that answers it")
+        if self.reply and self.capability != "history":
+            raise ValueError("reply: only a history command has a reply")
+        if self.input is not None and self.capability != "run":
+            raise ValueError("input: only a run command carries input")
+        if self.cursor and self.capability != "resubscribe":
+            raise ValueError("cursor: only a resubscribe command carries a cursor")
+        if self.capability in ("run", "abort") and not self.run:
+            raise ValueError(f"run: a {self.capability} command names its run (run = \"runId\")")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The rule as stored with each exchange of its route (``notes.identity.messages``)."""
+        return {
+            "capability": self.capability,
+            "name": self.name,
+            "match": {k: _cond_json(v) for k, v in self.match.items()},
+            "session": list(self.session),
+            "run": list(self.run),
+            "input": self.input,
+            "cursor": list(self.cursor),
+            "reply": {k: _cond_json(v) for k, v in self.reply.items()},
+        }
+
+
+def _cond_json(v: Any) -> Any:
+    return v.model_dump(exclude_none=True) if isinstance(v, Condition) else v
+
+
 class Route(BaseModel):
     """One endpoint: which capability it is and where its ids come from."""
 
@@ -258,6 +349,9 @@ class Route(BaseModel):
     #: part of the session: ``loadMore``).  Default: ``page`` when the route
     #: has a cursor, ``run`` when it names a run, else ``session``.
     scope: Literal["session", "run", "page"] | None = None
+    #: Client messages that are chatkit commands (a shared socket: ``run``,
+    #: ``abort``, ``resubscribe``, ``history``); only on a ``subscribe`` route.
+    messages: list[MessageRule] = Field(default_factory=list)
     #: How the UI stops a run streamed on this route: ``close`` when closing
     #: the stream is the stop (the protocol has no stop request: stock ADK
     #: ``/run_sse``, OpenAI chat completions and Responses streams, the Hermes
@@ -325,6 +419,9 @@ class Route(BaseModel):
             raise ValueError(f"scope: only a history or status route has a scope (this one is {self.capability!r})")
         if self.scope == "run" and not self.run:
             raise ValueError("scope: a 'run' scope needs the route to name its run (run = …)")
+        if self.messages and self.capability != "subscribe":
+            raise ValueError(f"messages: only a subscribe route (a socket) takes client messages as commands "
+                             f"(this one is {self.capability!r})")
         if self.stop is not None and self.capability not in ("run", "regenerate", "edit", "resume"):
             raise ValueError(f"stop: only a route that streams a run can be stopped by closing it (this one is {self.capability!r})")
         return self
@@ -432,8 +529,11 @@ class Profile(BaseModel):
         if not self.routes:
             raise ValueError("routes: a profile needs at least one route")
         if not self.capabilities:
-            caps = sorted({r.capability for r in self.routes} & set(CORE_CAPABILITIES) | {"run"},
-                          key=CORE_CAPABILITIES.index)
+            # a socket's command messages count as the capabilities they are
+            commands = {"resubscribe": "subscribe"}
+            have = {r.capability for r in self.routes} | {commands.get(m.capability, m.capability)
+                                                          for r in self.routes for m in r.messages}
+            caps = sorted(have & set(CORE_CAPABILITIES) | {"run"}, key=CORE_CAPABILITIES.index)
             object.__setattr__(self, "capabilities", caps)
         self._matcher = _Matcher(self.routes)
         return self
@@ -628,6 +728,10 @@ class _Compiled:
     #: id fields with response / events sources.
     later_response: frozenset[str]
     later_events: frozenset[str]
+    #: A subscribe route's ``events`` pointers for session and run, read per message.
+    per_event: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] | None
+    #: A subscribe route's client-message rules (MessageRule.to_json).
+    messages: tuple[dict[str, Any], ...] | None
 
 
 def _compile_route(i: int, r: Route) -> _Compiled:
@@ -644,6 +748,7 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         turns=r.turns,
     )
     srcs = [s for f in ID_FIELDS for s in plan.sources(f)]
+    subscribe = r.capability == "subscribe"
     body = tuple((compile_pointer(k), *_cond(v, text=False)) for k, v in r.body.items())
     cont = tuple((compile_pointer(k), *_cond(v, text=False)) for k, v in r.continue_when.items())
     return _Compiled(
@@ -666,8 +771,24 @@ def _compile_route(i: int, r: Route) -> _Compiled:
         scope=r.read_scope,
         stop=r.stop,
         later_response=frozenset(f for f in ID_FIELDS if any(s.kind == "response" for s in plan.sources(f))),
-        later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))),
+        # On a subscription (a socket) the run is per event, never the exchange's.
+        later_events=frozenset(f for f in ID_FIELDS if any(s.kind == "events" for s in plan.sources(f))
+                               and not (subscribe and f == "run")),
+        per_event=_per_event(plan) if subscribe else None,
+        messages=tuple(m.to_json() for m in r.messages) or None,
     )
+
+
+def _per_event(plan: IdPlan) -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] | None:
+    """The ``events`` pointers of a subscription's session and run: on a
+    subscription every event names its own (a shared socket carries several
+    sessions), so they are read per event."""
+    out = []
+    for f in ("session", "run"):
+        ptrs = tuple(p for s in plan.sources(f) if s.kind == "events" for p in s.pointers)
+        if ptrs:
+            out.append((f, ptrs))
+    return tuple(out) or None
 
 
 def _split_url(url: str) -> tuple[str, str]:
@@ -824,6 +945,8 @@ class _Matcher:
             pending_response=frozenset(pend_r),
             pending_events=frozenset(pend_e),
             plan=c.plan,
+            per_event=c.per_event,
+            messages=c.messages,
         )
 
 
@@ -867,6 +990,98 @@ def _lookup_present(doc: Any, ptr: tuple[str, ...]) -> Any:
         else:
             return _MISSING
     return cur
+
+
+# -- client messages as commands (a socket) ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A client message on a socket that a route's ``messages`` make a chatkit command."""
+
+    capability: str  # run | abort | resubscribe | history
+    #: Index of the rule in the route's ``messages``.
+    rule: int
+    name: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    #: ``run``: the run's body (the part of the message at ``input``, else the whole message).
+    body: Any = None
+    #: ``resubscribe``: the event id it resumes after.
+    cursor: str | None = None
+
+
+class MessageRules:
+    """A route's client-message rules, compiled (:func:`message_rules`)."""
+
+    __slots__ = ("rules",)
+
+    def __init__(self, rules: Sequence[Mapping[str, Any]]) -> None:
+        compiled = []
+        for r in rules:
+            compiled.append((
+                str(r.get("capability")),
+                r.get("name"),
+                _json_conditions(r.get("match") or {}),
+                tuple(compile_pointer(p) for p in r.get("session") or ()),
+                tuple(compile_pointer(p) for p in r.get("run") or ()),
+                compile_pointer(r["input"]) if isinstance(r.get("input"), str) else None,
+                tuple(compile_pointer(p) for p in r.get("cursor") or ()),
+                _json_conditions(r.get("reply") or {}),
+            ))
+        self.rules = tuple(compiled)
+
+    def command(self, message: Any) -> Command | None:
+        """The command a client message is (the first rule that matches), or None."""
+        if not isinstance(message, dict | list):
+            return None
+        for i, (cap, name, match, session, run, input_, cursor, _reply) in enumerate(self.rules):
+            if not _body_ok(match, message):
+                continue
+            body = message
+            if input_ is not None:
+                body = lookup(message, input_)
+            return Command(cap, i, name, _first_id(message, session), _first_id(message, run), body,
+                           _first_id(message, cursor))
+        return None
+
+    def answers(self, rule: int, message: Any) -> bool:
+        """Whether a server message is the reply of a command made by ``rule`` (history)."""
+        reply = self.rules[rule][7]
+        return bool(reply) and _body_ok(reply, message)
+
+
+def _first_id(doc: Any, pointers: tuple[tuple[str, ...], ...]) -> str | None:
+    for p in pointers:
+        v = scalar_id(lookup(doc, p))
+        if v is not None:
+            return v
+    return None
+
+
+def _json_conditions(conds: Mapping[str, Any]) -> tuple[tuple[tuple[str, ...], str, Any], ...]:
+    out = []
+    for k, v in conds.items():
+        spec = Condition.model_validate(v) if isinstance(v, dict) else v
+        out.append((compile_pointer(k), *_cond(spec, text=False)))
+    return tuple(out)
+
+
+_RULES_CACHE: dict[str, MessageRules] = {}
+
+
+def message_rules(rules: Sequence[Mapping[str, Any]] | None) -> MessageRules | None:
+    """The compiled form of a route's ``messages`` as stored with an exchange
+    (``notes.identity.messages``), cached; None for no rules."""
+    if not rules:
+        return None
+    key = json.dumps(rules, sort_keys=True, default=str)
+    got = _RULES_CACHE.get(key)
+    if got is None:
+        if len(_RULES_CACHE) > 256:
+            _RULES_CACHE.clear()
+        got = _RULES_CACHE[key] = MessageRules(rules)
+    return got
 
 
 # -- loading ------------------------------------------------------------------------------

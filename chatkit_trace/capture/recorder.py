@@ -117,6 +117,14 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
             "next recording into the same file (or `chatkit-trace redecode`)."
         ),
     ),
+    "chatkit_ws_abnormal_close": (
+        bool,
+        True,
+        (
+            "chatkit-trace: a WebSocket one side drops without a close frame is dropped on the other side too "
+            "(the client sees 1006, as without the proxy); false: mitmproxy's own behaviour, a 1000 close frame."
+        ),
+    ),
     "chatkit_test_raise": (
         str,
         "",
@@ -237,6 +245,10 @@ class Recorder:
         if not any(name in updated for name in OPTIONS):
             return
         opts = ctx.options
+        if "chatkit_ws_abnormal_close" in updated:
+            from .wsclose import pass_abnormal_closes
+
+            pass_abnormal_closes(bool(opts.chatkit_ws_abnormal_close))
         config = self._build_config(opts)  # raises OptionsError
         old = self._config
         self._config = config

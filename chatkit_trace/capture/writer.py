@@ -52,6 +52,7 @@ import logging
 import os
 import queue
 import sqlite3
+import sys
 import threading
 import time
 import traceback
@@ -1156,7 +1157,6 @@ def serve(inp: int, out: int) -> int:
     ``open``, the file committed and settled.
     """
     import signal
-    import sys
 
     from ._pipe import Unpacker, pack, write_all
 

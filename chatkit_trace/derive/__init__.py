@@ -12,6 +12,10 @@ they run the same code.
   derived tables where asked, and merges the trace's findings in one place
   (:func:`merge_findings`: the once-per-trace codes, :data:`TRACE_LEVEL`,
   and the recording's own, CK7xx);
+* :class:`TraceSessions` is the one selection of a session's exchanges: a
+  socket several sessions share is split per event, each session replayed
+  with its own frames of it (:func:`split_shared`: the same split of
+  exchanges held in memory, for ``export`` and ``serve``);
 * :func:`derive_exchanges` derives one session's exchanges held in memory;
 * :func:`derived_rows` and :func:`finding_rows` turn a replay and findings
   into the plain rows the store writes; :func:`run_summaries` counts each
@@ -23,6 +27,7 @@ analyzers and the store; the store knows nothing of it.
 
 from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings
 from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
+from ._sessions import TraceSessions, split_shared
 
 __all__ = [
     "TRACE_LEVEL",
@@ -30,10 +35,12 @@ __all__ = [
     "Deriver",
     "RunSummary",
     "SessionDerivation",
+    "TraceSessions",
     "derive_exchanges",
     "derived_rows",
     "fact_summary",
     "finding_rows",
     "merge_findings",
     "run_summaries",
+    "split_shared",
 ]

@@ -4,7 +4,9 @@ replay (:mod:`chatkit_trace.pipeline`) and the analyzers
 
 Sessions never share Core state, so only one session's exchanges, frames
 and facts are in memory at a time, and its derived rows can be written as
-soon as it is done.  What only the whole trace can say is settled at the
+soon as it is done.  A session's exchanges are selected in one place
+(:class:`~chatkit_trace.derive.TraceSessions`): those filed under it, and
+its own frames of every socket several sessions share (issue 20).  What only the whole trace can say is settled at the
 end, in one place (:func:`merge_findings`): the once-per-trace codes
 (:data:`TRACE_LEVEL`) are merged across sessions, and the codes about the
 recording itself (CK7xx) come from the trace's meta.  CK203 learns up front
@@ -25,6 +27,7 @@ from ..store import TraceStore
 from ..trace import Exchange
 from ..wire import Frame
 from ._rows import RunSummary, derived_rows, finding_rows, run_summaries
+from ._sessions import TraceSessions
 
 __all__ = ["TRACE_LEVEL", "DeriveResult", "Deriver", "SessionDerivation", "derive_exchanges", "merge_findings"]
 
@@ -81,9 +84,12 @@ def derive_exchanges(
     analyse: bool = True,
     session_id: str | None = None,
     observe: Observe | None = None,
+    only: Iterable[str] | None = None,
 ) -> SessionDerivation:
-    """Replay one session's ``exchanges`` and (``analyse``) find what is wrong."""
-    rep = replay(exchanges, adapter, capabilities=capabilities, observe=observe)
+    """Replay one session's ``exchanges`` and (``analyse``) find what is wrong.
+    ``only``: the sessions whose frames of a socket several sessions share
+    the replay records (:meth:`TraceSessions.only`)."""
+    rep = replay(exchanges, adapter, capabilities=capabilities, observe=observe, only=only)
     found = analyze_replay(rep, exchanges, adapter, options) if analyse else []
     return SessionDerivation(session_id, exchanges, rep, found)
 
@@ -116,14 +122,27 @@ class Deriver:
         self.prepare = prepare
         self.observe = observe
         self.options = replace(options or Options(), trace_has_history=store.has_capability("history"))
+        #: the one selection of a session's exchanges (shared sockets split per event)
+        self.split = TraceSessions(store, adapter)
 
     def sessions(self) -> list[str | None]:
-        """The stored session ids, in the order their first exchange started."""
-        return self.store.session_ids()
+        """The sessions, in the order they first appear: the stored session
+        ids, and every session a shared socket's frames name."""
+        return self.split.sessions()
+
+    def together(self, sessions: Iterable[str | None]) -> set[str | None]:
+        """``sessions`` and every session that shares a socket with one of them."""
+        return self.split.together(sessions)
+
+    def shared_sockets(self) -> set[int]:
+        """The exchanges (index) of the sockets several sessions share: their
+        derived rows belong to every session they carry."""
+        return set(self.split.sockets())
 
     def session(self, session_id: str | None, *, analyse: bool = True) -> SessionDerivation:
-        """Replay (and ``analyse``) the classified exchanges of one stored session."""
-        exchanges = list(self.store.exchanges(with_frames=True, session=session_id, classified=True))
+        """Replay (and ``analyse``) one session: its classified exchanges and
+        its own frames of every shared socket (:class:`TraceSessions`)."""
+        exchanges = self.split.exchanges(session_id)
         if self.prepare is not None:
             exchanges = self.prepare(exchanges)
         return derive_exchanges(
@@ -134,6 +153,7 @@ class Deriver:
             analyse=analyse,
             session_id=session_id,
             observe=self.observe,
+            only=self.split.only(session_id),
         )
 
     def analyse(self, derived: SessionDerivation) -> list[Finding]:

@@ -156,9 +156,15 @@ class _SessionData:
     def session_exchanges(self, session_id: str) -> list[Any]:
         out = [
             i for i in self.infos.values()
-            if i.capability is not None and (i.session_id == session_id or (session_id == DEFAULT_SESSION and i.session_id is None))
+            if i.capability is not None and (i.session_id == session_id or (session_id == DEFAULT_SESSION and i.session_id is None)
+                                             or self._carries(i.index, session_id))
         ]
         return sorted(out, key=lambda i: (i.started_at, i.index))
+
+    def _carries(self, index: int, session_id: str) -> bool:
+        """A socket several sessions share that carried frames of ``session_id`` (the viewer's ``shared_sockets``)."""
+        rec = self.rep.exchanges.get(index)
+        return rec is not None and rec.exchange.capability == "subscribe" and any(fr.session_id == session_id for fr in rec.frames)
 
     def exchange(self, index: int) -> Any:
         return self.infos.get(index)

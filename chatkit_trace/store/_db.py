@@ -417,14 +417,20 @@ class TraceStore:
         return 0 if row[0] is None else row[0] + 1
 
     def exchanges(
-        self, *, with_frames: bool = False, session: Any = ALL, classified: bool | None = None
+        self,
+        *,
+        with_frames: bool = False,
+        session: Any = ALL,
+        classified: bool | None = None,
+        capability: str | None = None,
     ) -> Iterator[Exchange]:
         """Exchanges in time order (frames loaded per exchange when asked).
 
         ``session``: only those of this session id (None: those without
         one); ``classified``: only those a profile route matched (True) or
-        none did (False)."""
-        where, params = _exchange_filter(session, classified)
+        none did (False); ``capability``: only those a route classified as
+        it (``subscribe``: the subscriptions and sockets)."""
+        where, params = _exchange_filter(session, classified, capability)
         sql = "SELECT * FROM exchanges" + (f" WHERE {where}" if where else "") + " ORDER BY started_at, id"
         yield from self._exchanges(sql, params, with_frames)
 
@@ -569,7 +575,10 @@ class TraceStore:
         """Add plain rows (column -> value) to the derived tables, in one
         transaction; with ``sessions``, those sessions' rows (and the rows of
         ``exchanges``) are replaced in the same transaction.  Facts keep
-        their order (``seq`` is assigned on insert).  ``done``: the queued
+        their order (``seq`` is assigned on insert).  ``history_reads`` is
+        keyed by exchange: of a socket's several history reads (messages on
+        it, of one session or several) the first is kept; the analysis
+        compares every read from the replay itself.  ``done``: the queued
         change these rows derive (the recorder's deriver), settled in the
         same transaction."""
         conn = self.db.conn
@@ -673,14 +682,18 @@ class TraceStore:
         unknown = [c for c in columns if c not in known]
         if unknown:
             raise ValueError(f"{table} has no column {unknown[0]!r}")
-        return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        verb = "INSERT OR IGNORE" if table == "history_reads" else "INSERT"
+        return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
-def _exchange_filter(session: Any, classified: bool | None) -> tuple[str, list[Any]]:
+def _exchange_filter(session: Any, classified: bool | None, capability: str | None = None) -> tuple[str, list[Any]]:
     parts: list[str] = []
     params: list[Any] = []
     if classified is not None:
         parts.append("capability IS NOT NULL" if classified else "capability IS NULL")
+    if capability is not None:
+        parts.append("capability = ?")
+        params.append(capability)
     if session is None:
         parts.append("session_id IS NULL")
     elif session is not ALL:

@@ -182,7 +182,7 @@ class TraceReader:
         if classified:
             parts.append("capability IS NOT NULL")
         if session is not None:
-            where, p = _session_filter(session, default_session)
+            where, p = self._session_where(session, default_session)
             parts.append(where)
             params += p
         if run is not None:
@@ -193,8 +193,9 @@ class TraceReader:
 
     def session_exchanges(self, session: str, default_session: str | None) -> list[Exchange]:
         """The classified exchanges of ``session`` in time order, as
-        :class:`Exchange` objects without frames (see :func:`_session_filter`)."""
-        where, params = _session_filter(session, default_session)
+        :class:`Exchange` objects without frames (see :meth:`_session_where`:
+        shared sockets that carry it included, whole)."""
+        where, params = self._session_where(session, default_session)
         cur = self._conn().execute(
             f"SELECT * FROM exchanges WHERE capability IS NOT NULL AND {where} ORDER BY started_at, id", params
         )
@@ -204,7 +205,7 @@ class TraceReader:
     def session_signature(self, session: str, default_session: str | None) -> tuple[Any, ...]:
         """Changes when the session's exchanges or frames change (live tail)."""
         c = self._conn()
-        where, params = _session_filter(session, default_session)
+        where, params = self._session_where(session, default_session)
         rows = c.execute(f"SELECT id, status, end, ended_at, run_id FROM exchanges WHERE {where} ORDER BY id", params).fetchall()
         ids = [r[0] for r in rows]
         frames = 0
@@ -212,6 +213,35 @@ class TraceReader:
             marks = ",".join("?" for _ in ids)
             frames = c.execute(f"SELECT COUNT(*) FROM frames WHERE exchange_id IN ({marks})", ids).fetchone()[0]
         return (tuple(rows), frames)
+
+    def shared_sockets(self, session: str) -> list[int]:
+        """Sockets several sessions share, filed under another session, that
+        carry frames of ``session``, by id.  The derived frame results say
+        which: the derive engine splits such a socket per event and records
+        each session's own frames of it (``chatkit_trace.derive.TraceSessions``).
+        None before the trace is derived."""
+        ids = [r[0] for r in self._derived("SELECT DISTINCT exchange_id FROM frame_results WHERE session_id = ?", [session])]
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        return [
+            r[0]
+            for r in self._conn().execute(
+                f"SELECT id FROM exchanges WHERE id IN ({marks}) AND capability = 'subscribe'"
+                " AND (session_id IS NULL OR session_id != ?) ORDER BY id",
+                [*ids, session],
+            )
+        ]
+
+    def _session_where(self, session: str, default_session: str | None) -> tuple[str, list[Any]]:
+        """The exchanges of ``session`` (:func:`_session_filter`) and the
+        shared sockets that carry it (:meth:`shared_sockets`)."""
+        where, params = _session_filter(session, default_session)
+        shared = self.shared_sockets(session)
+        if shared:
+            where = f"({where} OR id IN ({','.join('?' for _ in shared)}))"
+            params = [*params, *shared]
+        return where, params
 
     def exchange_detail(self, index: int) -> tuple[Any, ...] | None:
         """``(method, url, status, request_headers, request_body,

@@ -13,7 +13,10 @@ A case::
      "expect": ["CK101"], "decisive": {"CK101": "0:4"}}
 
 ``sse`` items become real SSE bytes parsed by the wire layer; ``at`` on an
-item overrides its time.
+item overrides its time.  ``ws`` items are WebSocket messages, ``{"in": …}``
+(server to client) or ``{"out": …}`` (client to server); ``"profile": FILE``
+classifies the exchange with that profile file's routes, as the recorder
+would (a socket's per-event sources and command rules).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from chatkit_trace.adapters import create_adapter, load_protocol
 from chatkit_trace.trace import Exchange
-from chatkit_trace.wire import SSEParser, frame_from_sse
+from chatkit_trace.wire import SSEParser, frame_from_sse, ws_frame
 
 CORPUS = Path(__file__).parent / "corpus"
 
@@ -54,8 +57,8 @@ def build_exchange(index: int, spec: dict[str, Any]) -> Exchange:
         request_body=json.dumps(spec["request"]).encode() if "request" in spec else None,
         status=spec.get("status", 200),
         response_body=json.dumps(spec["json"]).encode() if "json" in spec else None,
-        transport="sse" if "sse" in spec else None,
-        end=spec.get("end", "complete" if "sse" in spec else None),
+        transport="sse" if "sse" in spec else "ws" if "ws" in spec else None,
+        end=spec.get("end", "complete" if "sse" in spec or "ws" in spec else None),
         error=spec.get("error"),
         capability=spec.get("capability"),
         session_id=spec.get("session"),
@@ -78,6 +81,28 @@ def build_exchange(index: int, spec: dict[str, Any]) -> Exchange:
         ex.frames = frames
         if ex.ended_at is None:
             ex.ended_at = at
+    if "ws" in spec:
+        at = t + spacing
+        for k, item in enumerate(spec["ws"]):
+            at = float(item.get("at", at))
+            out = "out" in item
+            data = item["out"] if out else item["in"]
+            text = data if isinstance(data, str) else json.dumps(data)
+            ex.frames.append(ws_frame(text.encode(), True, out, at, index, k))
+            at += spacing
+        if ex.ended_at is None:
+            ex.ended_at = at
+        ex.status = spec.get("status", 101)
+        if "close_code" in spec:
+            ex.notes["close_code"] = spec["close_code"]
+    if "profile" in spec:
+        from chatkit_trace.capture import IdentityTracker, apply_match, load_profile, resolve_from_frames
+
+        m = load_profile(str(Path(__file__).resolve().parents[2] / spec["profile"])).match(
+            ex.method, ex.url, [], ex.request_body)
+        if m is not None:
+            m = IdentityTracker().assign(resolve_from_frames(m, ex.frames), index)
+        apply_match(ex, m)
     return ex
 
 

@@ -48,3 +48,15 @@ class UpdatesProtocol(AdapterProtocol):
 
     def decode_history(self, value, session_id):
         return history_from_json(value)
+
+
+from chatkit_trace.examples.shared_socket import SharedSocket  # noqa: E402
+
+
+class SharedSocketNoProjection(SharedSocket):
+    """The shared-socket example without ``project_input`` (CK303 on a socket)."""
+
+    name = "shared-socket-no-projection"
+
+    def project_input(self, input: Any, ctx: Any) -> list[Any]:
+        return []
