@@ -58,8 +58,8 @@ DERIVER_TERM = 10.0
 #: A stop that waits for the deriver longer than this says so.
 WAIT_NOTICE = 1.0
 #: ``os.nice`` increments: the proxy first, raw frames second, facts last.
-WRITER_NICE = 5
-DERIVER_NICE = 10
+WRITER_NICE = 10
+DERIVER_NICE = 19
 
 
 class LinkError(RuntimeError):
