@@ -554,6 +554,10 @@ def main_load(args: argparse.Namespace) -> int:
     finally:
         for proc in procs:
             stop(proc)
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)  # the traces of a run are hundreds of MB
 
 
 if __name__ == "__main__":
