@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -45,7 +46,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Replay a trace through its adapter and chatkit's Core and report findings with stable codes. "
         "TRACE is a trace database, a HAR or mitmproxy flow file (with --profile) or a fixture.",
     )
-    p.add_argument("trace", metavar="TRACE", nargs="?")
+    p.add_argument("trace", metavar="TRACE", nargs="*",
+                   help="one or more traces (databases, HAR/flow files with --profile, fixtures) or folders of them")
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="worker processes: several traces are checked N at a time (results in input order), one "
+                   "trace's sessions N at a time; 0 = one per CPU")
     p.add_argument("--profile", help="adapter/profile to decode with (default: the one the trace was recorded with)")
     p.add_argument("--format", choices=("text", "json", "junit"), default="text")
     p.add_argument("--fail-on", choices=("error", "warning", "info", "never"), default="error")
@@ -140,6 +145,7 @@ def run_check(
     options: Options | None = None,
     store_results: bool = False,
     show_progress: bool = False,
+    jobs: int = 1,
 ) -> CheckResult:
     """Replay and analyze a trace.
 
@@ -147,7 +153,9 @@ def run_check(
     profile's adapter understood.  ``store_results`` (``redecode``) writes
     the derived tables and findings back into a trace database (re-classified
     in place when ``profile`` is a route profile); otherwise nothing is
-    written to the input.
+    written to the input.  ``jobs`` > 1 derives the sessions in that many
+    worker processes (:func:`chatkit_trace.derive.derive_parallel`: the same
+    findings, in the same order).
     """
     from .loading import TraceInputError, open_trace
 
@@ -164,8 +172,16 @@ def run_check(
 
         write = store_results and loaded.kind == "db" and not loaded.store.readonly
         deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
-        with _session_progress(len(deriver.sessions()), show_progress) as tick:
-            result = deriver.run(write_to=loaded.store if write else None, on_session=tick)
+        sessions = len(deriver.sessions())
+        with _session_progress(sessions, show_progress) as tick:
+            if jobs > 1 and not write and sessions > 1:
+                from .derive import derive_parallel
+
+                result = derive_parallel(
+                    deriver, loaded.store.path, profile=profile, jobs=jobs, options=options, on_session=tick
+                )
+            else:
+                result = deriver.run(write_to=loaded.store if write else None, on_session=tick)
         findings, counts = result.findings, result.counts
         if not counts["understood"]:
             raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
@@ -414,47 +430,192 @@ def run(args: argparse.Namespace) -> int:
 
         print(explain_text([args.explain]))
         return 0
-    if args.trace is None:
+    if not args.trace:
         raise UsageError("TRACE is required (a trace database, a HAR or flow file, or a fixture), or --explain CODE")
     select, ignore = _codes(args.select), _codes(args.ignore)
     for name in ("first_event", "stall"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0")
+    if args.jobs < 0:
+        raise UsageError("--jobs must be >= 0 (0: one per CPU)")
+    jobs = args.jobs or (os.cpu_count() or 1)
     baseline = _load_baseline(args.baseline) if args.baseline else set()
-    result = run_check(
-        args.trace,
-        profile=args.profile,
-        options=Options(first_event=args.first_event, stall=args.stall),
-        show_progress=sys.stderr.isatty(),
-    )
-    for note in result.notes:
-        print(f"chatkit-trace check: note: {note}", file=sys.stderr)
-    findings = select_findings(result.findings, select, ignore)
-    if args.write_baseline:
-        Path(args.write_baseline).write_text(
-            json.dumps({"findings": [{"fingerprint": f.fingerprint, "code": f.code, "message": f.message} for f in findings]}, indent=2)
-            + "\n",
-            "utf-8",
+    inputs = expand_inputs(args.trace, args.profile)
+    options = Options(first_event=args.first_event, stall=args.stall)
+    if len(inputs) == 1 and inputs[0] == args.trace[0]:
+        result = run_check(args.trace[0], profile=args.profile, options=options, show_progress=sys.stderr.isatty(), jobs=jobs)
+        return _report_one(args, result, select, ignore, baseline)
+    if args.html:
+        raise UsageError("--html takes one TRACE (run `chatkit-trace report` per trace)")
+    outcomes = check_many(inputs, profile=args.profile, options=options, jobs=jobs)
+    return _report_many(args, outcomes, select, ignore, baseline)
+
+
+def expand_inputs(paths: Sequence[str], profile: str | None = None) -> list[str]:
+    """The traces ``check`` judges, in the order given: a file as it is; a
+    folder, every trace database and fixture under it (and HAR and flow
+    files when a ``profile`` says how to read them), sorted by path.  A
+    folder with none is a usage error (nothing to judge)."""
+    from .loading import FIXTURE_SUFFIXES, FLOW_SUFFIXES, HAR_SUFFIXES
+
+    out: list[str] = []
+    suffixes = (".db", *FIXTURE_SUFFIXES) + ((*HAR_SUFFIXES, *FLOW_SUFFIXES) if profile else ())
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_dir():
+            out.append(raw)
+            continue
+        found = sorted(
+            str(f) for f in p.rglob("*")
+            if f.is_file() and f.name.lower().endswith(suffixes) and not f.name.endswith(("-wal", "-shm", "-journal"))
         )
-        print(f"wrote {len(findings)} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
-        return 0
+        if not found:
+            raise UsageError(f"{raw}: a folder with no trace databases or fixtures in it: nothing to judge")
+        out.extend(found)
+    return out
+
+
+class Outcome:
+    """One input of a ``check`` over many: its result, or the one-line error
+    that made it exit 2 (nothing to judge, unreadable input)."""
+
+    def __init__(self, trace: str, result: CheckResult | None = None, error: str | None = None) -> None:
+        self.trace, self.result, self.error = trace, result, error
+
+
+def _check_one(trace: str, profile: str | None, options: Options) -> Outcome:
+    from .core import ChatkitTraceError
+
+    try:
+        return Outcome(trace, run_check(trace, profile=profile, options=options))
+    except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
+        return Outcome(trace, error=str(err))
+
+
+def check_many(inputs: Sequence[str], *, profile: str | None, options: Options, jobs: int = 1) -> list[Outcome]:
+    """``run_check`` of every input, ``jobs`` at a time in worker processes
+    (``spawn``), the outcomes in input order."""
+    if jobs <= 1 or len(inputs) <= 1:
+        return [_check_one(t, profile, options) for t in inputs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_check_one, inputs, [profile] * len(inputs), [options] * len(inputs)))
+
+
+def _filtered(result: CheckResult, select: Sequence[str], ignore: Sequence[str], baseline: set[str]) -> list[Finding]:
+    findings = select_findings(result.findings, select, ignore)
     kept = [f for f in findings if f.fingerprint not in baseline]
     result.baselined = len(findings) - len(kept)
     result.findings = kept
+    return findings
+
+
+def _write_baseline(path: str, findings: Sequence[Finding]) -> None:
+    Path(path).write_text(
+        json.dumps({"findings": [{"fingerprint": f.fingerprint, "code": f.code, "message": f.message} for f in findings]}, indent=2)
+        + "\n",
+        "utf-8",
+    )
+    print(f"wrote {len(findings)} finding(s) to the baseline {path}", file=sys.stderr)
+
+
+def _emit(args: argparse.Namespace, text: str) -> None:
+    if args.output:
+        Path(args.output).write_text(text + "\n", "utf-8")
+    else:
+        print(text)
+
+
+def _report_one(args: argparse.Namespace, result: CheckResult, select: Sequence[str], ignore: Sequence[str],
+                baseline: set[str]) -> int:
+    for note in result.notes:
+        print(f"chatkit-trace check: note: {note}", file=sys.stderr)
+    if args.write_baseline:
+        _write_baseline(args.write_baseline, select_findings(result.findings, select, ignore))
+        return 0
+    _filtered(result, select, ignore, baseline)
+    kept = result.findings
     if args.html:
         from .report import write_report
 
         shown = {f.fingerprint for f in kept}
         options = Options(first_event=args.first_event, stall=args.stall)
-        write_report(args.trace, args.html, profile=args.profile, options=options, keep=lambda f: f.fingerprint in shown)
+        write_report(args.trace[0], args.html, profile=args.profile, options=options, keep=lambda f: f.fingerprint in shown)
     if args.format == "json":
         text = render_json(result)
     elif args.format == "junit":
         text = render_junit(result, args.fail_on)
     else:
         text = render_text(result, color=args.output is None and sys.stdout.isatty())
-    if args.output:
-        Path(args.output).write_text(text + "\n", "utf-8")
-    else:
-        print(text)
+    _emit(args, text)
     return 1 if result.fails(args.fail_on) else 0
+
+
+def _report_many(args: argparse.Namespace, outcomes: Sequence[Outcome], select: Sequence[str], ignore: Sequence[str],
+                 baseline: set[str]) -> int:
+    """Every input's report in input order; the exit code is the highest of
+    theirs (2 for an input with nothing to judge or that cannot be read)."""
+    codes: list[int] = []
+    for o in outcomes:
+        if o.error is not None:
+            print(f"chatkit-trace check: error: {o.error}", file=sys.stderr)
+            codes.append(2)
+            continue
+        assert o.result is not None
+        for note in o.result.notes:
+            print(f"chatkit-trace check: note: {o.trace}: {note}", file=sys.stderr)
+    if args.write_baseline:
+        found = [f for o in outcomes if o.result is not None for f in select_findings(o.result.findings, select, ignore)]
+        _write_baseline(args.write_baseline, found)
+        return 2 if codes else 0
+    for o in outcomes:
+        if o.result is not None:
+            _filtered(o.result, select, ignore, baseline)
+            codes.append(1 if o.result.fails(args.fail_on) else 0)
+    if args.format == "json":
+        text = render_json_many(outcomes)
+    elif args.format == "junit":
+        text = render_junit_many(outcomes, args.fail_on)
+    else:
+        color = args.output is None and sys.stdout.isatty()
+        parts = []
+        for o in outcomes:
+            body = render_text(o.result, color=color) if o.result is not None else f"error: {o.error}"
+            parts.append(f"== {o.trace}\n{body}")
+        failed = sum(1 for c in codes if c)
+        parts.append(f"{len(outcomes)} trace(s): {failed} failed (exit {max(codes)})")
+        text = "\n\n".join(parts)
+    _emit(args, text)
+    return max(codes)
+
+
+def render_json_many(outcomes: Sequence[Outcome]) -> str:
+    """``{"traces": [...]}``: each input's findings and summary as for one
+    trace (or its ``error``), in input order."""
+    traces: list[dict[str, Any]] = []
+    for o in outcomes:
+        if o.result is None:
+            traces.append({"trace": o.trace, "error": o.error})
+        else:
+            traces.append({"trace": o.trace, "findings": [f.to_json() for f in o.result.findings], "summary": o.result.summary()})
+    return json.dumps({"traces": traces}, indent=2, default=str)
+
+
+def render_junit_many(outcomes: Sequence[Outcome], fail_on: str = "error") -> str:
+    """One JUnit test suite per input (an unreadable one as an error)."""
+    root = ET.Element("testsuites")
+    for o in outcomes:
+        if o.result is not None:
+            doc = ET.fromstring(render_junit(o.result, fail_on).split("\n", 1)[1])
+            for suite in doc:
+                suite.set("name", f"chatkit-trace {o.trace}")
+                root.append(suite)
+        else:
+            suite = ET.SubElement(root, "testsuite", name=f"chatkit-trace {o.trace}", tests="1", failures="0", errors="1",
+                                  skipped="0")
+            case = ET.SubElement(suite, "testcase", classname="chatkit-trace", name=f"check {o.trace}")
+            ET.SubElement(case, "error", message=o.error or "", type="input")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")

@@ -34,10 +34,11 @@ history read with the snapshots around it (for CK201).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ._gc import paused_gc
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
     ABSENT,
@@ -45,12 +46,17 @@ from .core import (
     AbortRequest,
     ChatCore,
     CommandResult,
+    DeltaFact,
     DispatchRequest,
     Fact,
     FactResult,
     HistoryResult,
     InvalidMessageError,
+    MessageFact,
+    ReasoningPart,
+    RuntimeMessage,
     Snapshot,
+    TextPart,
 )
 from .trace import Exchange
 from .wire import DONE, DecodeError, Frame, event_json
@@ -79,9 +85,11 @@ __all__ = [
 
 STREAMING = ("run", "regenerate", "edit", "resume")
 DEFAULT_SESSION = "default"
+_SETTLING = frozenset({"completed", "failed", "interrupted"})
+_NONE: tuple[()] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class FactRecord:
     """One fact and what the Core did with it."""
 
@@ -93,7 +101,7 @@ class FactRecord:
     snapshot_version: int
 
 
-@dataclass
+@dataclass(slots=True)
 class FrameRecord:
     """What became of one frame.
 
@@ -113,8 +121,10 @@ class FrameRecord:
     state: str
     session_id: str | None = None
     run_id: str | None = None
-    facts: list[FactRecord] = field(default_factory=list)
-    shadow: list[Fact] = field(default_factory=list)
+    #: The frame's facts in order (an empty tuple when it has none).
+    facts: Sequence[FactRecord] = field(default_factory=list)
+    #: Facts decoded after the reader stopped (never admitted; CK101).
+    shadow: Sequence[Fact] = field(default_factory=list)
     error: DecodeError | str | None = None
     #: The event decoded to no update (an unknown event type, R2.4).
     unknown: bool = False
@@ -256,6 +266,10 @@ class SessionReplay:
     decoder: SessionDecoder
     runs: dict[str, RunRecord] = field(default_factory=dict)
     history: list[HistoryRecord] = field(default_factory=list)
+    #: The run whose ``live`` snapshot is the Core's current one, taken
+    #: (:meth:`Replayer.settle_live`) only before the Core moves on: one
+    #: snapshot per change of run or command instead of one per fact.
+    pending_live: RunRecord | None = None
 
 
 @dataclass
@@ -335,17 +349,49 @@ class Replayer:
     def admit(self, s: SessionReplay, fact: Fact, ex: int | None, frame: int | None, *, session_id: str | None = None) -> FactRecord:
         if session_id is not None and session_id != s.session_id:
             fact = type(fact)(**{**_fields(fact), "session_id": session_id})
-        result = s.core.admit(fact)
+        core = s.core
+        pending = s.pending_live
+        if pending is not None and (pending.run_id != fact.run_id or ex is None or fact.session_id != s.session_id):
+            # The Core may move on for another run: take the pending run's
+            # snapshot now.  (A fact of the pending run itself either replaces
+            # it, when accepted, or leaves the Core as it was.)
+            self.settle_live(s)
+        if type(fact) is DeltaFact:  # the Core's delta emitter, without admit's dispatch
+            result = core._delta(
+                fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
+            )
+        else:
+            if type(fact) is MessageFact:
+                fact = _sharing_text(fact, core)
+            result = core.admit(fact)
         self._seq += 1
-        rec = FactRecord(self._seq, fact, result, ex, frame, s.core.snapshot.version)
+        rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
         self.out.facts.append(rec)
-        if result.accepted and fact.run_id and fact.session_id == s.session_id and ex is not None:
-            run = s.runs.get(fact.run_id)
-            if run is not None:
-                run.live, run.live_at = s.core.snapshot, (ex, frame)
-        if result.accepted and fact.kind in ("completed", "failed", "interrupted"):
-            self._note_settled(s, "fact", fact.at or 0.0)
+        if result.accepted:
+            if fact.run_id and ex is not None and fact.session_id == s.session_id:
+                run = s.runs.get(fact.run_id)
+                if run is not None:
+                    # run.live is the Core's snapshot as of now: taken when the Core moves on
+                    run.live_at = (ex, frame)
+                    s.pending_live = run
+            if fact.kind in _SETTLING:
+                self._note_settled(s, "fact", fact.at or 0.0)
         return rec
+
+    @staticmethod
+    def settle_live(s: SessionReplay) -> None:
+        """Give the run whose live snapshot is pending the Core's snapshot
+        (before the Core changes; :meth:`finish` at the end of a replay)."""
+        run = s.pending_live
+        if run is not None:
+            run.live = s.core.snapshot
+            s.pending_live = None
+
+    def finish(self) -> Replay:
+        """Settle every pending live snapshot; the replay's result."""
+        for s in self.out.sessions.values():
+            self.settle_live(s)
+        return self.out
 
     def drain(self, s: SessionReplay, exchange: Exchange, *, ok: bool | None = None) -> None:
         for req in s.core.take_requests():
@@ -357,6 +403,9 @@ class Replayer:
     # -- exchange start -------------------------------------------------------------
 
     def start(self, exchange: Exchange) -> None:
+        for s in self.out.sessions.values():
+            if s.pending_live is not None:
+                self.settle_live(s)
         self._start(exchange)
         rec = self.out.exchanges[exchange.index]
         if exchange.capability in STREAMING and rec.run_id is not None and rec.reader_stop is None and exchange.frames:
@@ -549,8 +598,12 @@ class Replayer:
         if exchange.capability == "subscribe":
             self._socket_frame(exchange, frame, rec)
             return
-        fr = FrameRecord(exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, at=frame.at,
-                         event_id=frame.event_id)
+        # No lists of its own until the frame has facts: two fewer objects per
+        # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
+        fr = FrameRecord(
+            exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, _NONE, _NONE, None, False, None, False,
+            None, frame.at, (), frame.event_id,
+        )
         rec.frames.append(fr)
         self.out.frames.append(fr)
         cap = exchange.capability
@@ -560,7 +613,7 @@ class Replayer:
         if frame.direction == "out":
             fr.state = "outgoing"
             return
-        s = self.session(exchange.session_id)
+        s = self.out.sessions.get(exchange.session_id or DEFAULT_SESSION) or self.session(exchange.session_id)
         stopped = rec.reader_stop is not None
         if frame.error is not None and frame.error.stops_reader:
             fr.error = frame.error
@@ -584,7 +637,7 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = self._identity(value)
+        identity = self._identity(value) if self._has_identity else None
         fr.identity = identity
         if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
             fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -597,15 +650,17 @@ class Replayer:
             foreign = self._foreign_decoder(identity.session_id).decode(
                 value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
-            for fact in foreign.facts:
-                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id))
+            if foreign.facts:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id) for fact in foreign.facts]
             return
-        decoded = s.decoder.decode(
-            value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}", at=frame.at * 1000.0
+        event_id = fr.event_id
+        decoded = s.decoder.decode_frame(
+            value, run_id, event_id, f"{exchange.index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
         )
         if stopped:
             fr.state = "after-" + rec.reader_stop[0]
-            fr.shadow = list(decoded.facts)
+            if decoded.facts:
+                fr.shadow = list(decoded.facts)
             return
         if decoded.duplicate:
             fr.state = "duplicate"
@@ -615,13 +670,17 @@ class Replayer:
             fr.error = decoded.error
             rec.reader_stop = ("error", frame.index)
             return
-        fr.unknown = not decoded.updates and value is not DONE and not self._known(value)
-        if fr.unknown:
+        if not decoded.updates and value is not DONE and not self._known(value):
+            fr.unknown = True
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
-        for fact in decoded.facts:
-            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+        facts = decoded.facts
+        if facts:
+            if len(facts) == 1:
+                fr.facts = [self.admit(s, facts[0], exchange.index, frame.index)]
+            else:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in facts]
         if decoded.terminal:
             rec.reader_stop = ("terminal", frame.index)
             rec.concluded = True
@@ -642,6 +701,11 @@ class Replayer:
         say so).  On a socket several sessions share (:func:`multiplexed`)
         each frame goes to the session it names, so every session is
         replayed with its own messages only."""
+        for other in self.out.sessions.values():
+            if other.pending_live is not None:
+                # a command on the socket (run, stop, history) changes the Core
+                # outside admit: the pending live snapshot is taken first
+                self.settle_live(other)
         sock = self._socket(exchange)
         sid, value, err, command, ident, failed = self._classify(sock, frame)
         parsed = err is None and value is not None and value is not DONE
@@ -828,8 +892,8 @@ class Replayer:
             shadow = self._foreign_decoder(ident.session_id).decode(
                 value, run_id=ident.run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}"
             )
-            for fact in shadow.facts:
-                fr.facts.append(self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id))
+            if shadow.facts:
+                fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id) for fact in shadow.facts]
             if not shadow.facts:
                 fr.state = "wrong-session"
             return
@@ -837,18 +901,22 @@ class Replayer:
             fr.state = "duplicate"
             return
         if ident.starts_run and s.core.run_view(ident.run_id) is None:
+            self.settle_live(s)
             s.core.register_run(run_id=ident.run_id, at=frame.at * 1000.0)
         fr.unknown = not decoded.updates and not self._known(value)
         if fr.unknown:
             fr.event_type = _event_type(value)
         if self._has_limits:
             fr.limits = self._limits(value)
-        for fact in decoded.facts:
-            fr.facts.append(self.admit(s, fact, exchange.index, frame.index))
+        if decoded.facts:
+            fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in decoded.facts]
 
     # -- end of an exchange -----------------------------------------------------------
 
     def end(self, exchange: Exchange) -> None:
+        for s in self.out.sessions.values():
+            if s.pending_live is not None:
+                self.settle_live(s)
         rec = self.out.exchanges[exchange.index]
         readers = self._readers.get((rec.session_id, rec.run_id))
         if readers is not None:
@@ -886,6 +954,44 @@ class Replayer:
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
+    """``fact`` with each text part that extends the same part of the message
+    the Core holds under its id re-made as that part plus the new text: the
+    same value (equal, the same JSON), but the versions share their chunks.
+
+    A protocol that resends the whole message with every event (the example
+    protocol, AG-UI snapshots) would otherwise leave every fact record holding
+    its own copy of the text so far: memory quadratic in a run's length.
+    """
+    message = fact.message
+    if type(message) is not RuntimeMessage:
+        return fact
+    pos = core._index.get(message.id)
+    if pos is None:
+        return fact
+    held = {p.id: p for p in core._messages.get(pos).parts if type(p) is TextPart or type(p) is ReasoningPart}
+    if not held:
+        return fact
+    parts = list(message.parts)
+    changed = False
+    for i, p in enumerate(parts):
+        kind = type(p)
+        if kind is not TextPart and kind is not ReasoningPart:
+            continue
+        q = held.get(p.id)
+        if q is None or type(q) is not kind or p._buf is q._buf or p.extra != q.extra:
+            continue  # nothing to share, or shared already
+        new, old = p.text, q.text
+        if type(new) is str and type(old) is str and len(new) > len(old) and new.startswith(old):
+            parts[i] = q.append(new[len(old):])
+            changed = True
+    if not changed:
+        return fact
+    return MessageFact._make(
+        fact.session_id, fact.run_id, fact.event_id, fact.source_sequence, fact.position, fact.at, message.with_parts(tuple(parts))
+    )
 
 
 #: Where the session of a stream of one session comes from: its request or its reply.
@@ -1071,23 +1177,76 @@ def replay(
     share (a trace analysed one session at a time).
     """
     r = Replayer(adapter, capabilities, only=only)
+    start, frame, end = r.start, r.frame, r.end
+    with paused_gc():
+        sequential = _one_after_another(exchanges) if observe is None else None
+        if sequential is not None:
+            # Each exchange's events in a row: no event list to build and sort.
+            for ex in sequential:
+                start(ex)
+                for fr in ex.frames:
+                    frame(ex, fr)
+                end(ex)
+            return r.finish()
+        for _, _, kind, _, ex, fr in _events(exchanges):
+            if kind == 1:
+                frame(ex, fr)  # type: ignore[arg-type]
+            elif kind == 0:
+                start(ex)
+            else:
+                end(ex)
+            if observe is not None:
+                for s in r.out.sessions.values():
+                    r.settle_live(s)
+                observe(kind, ex, fr, r)
+    return r.finish()
+
+
+def _frame_time(frame: Frame, started: float) -> float:
+    """When a frame counts in the replay's order: its arrival, never before its exchange started."""
+    at = frame.at
+    return (at if at > started else started) if at else started
+
+
+def _events(exchanges: Iterable[Exchange]) -> list[tuple[float, int, int, int, Exchange, Frame | None]]:
+    """Every exchange's start (kind 0), frames (1) and end (2) in replay order:
+    ``(time, exchange, kind, frame)``.  The first four are unique, so the
+    tuples sort without a key function and never compare the objects."""
     events: list[tuple[float, int, int, int, Exchange, Frame | None]] = []
+    add = events.append
     for ex in exchanges:
-        events.append((ex.started_at, 0, ex.index, -1, ex, None))
-        last = ex.started_at
+        started, index = ex.started_at, ex.index
+        add((started, index, 0, -1, ex, None))
+        last = started
         for fr in ex.frames:
-            t = max(fr.at, ex.started_at) if fr.at else ex.started_at
-            events.append((t, 1, ex.index, fr.index, ex, fr))
-            last = max(last, t)
-        events.append((max(ex.ended_at or last, last), 2, ex.index, 1 << 30, ex, None))
-    events.sort(key=lambda e: (e[0], e[2], e[1], e[3]))
-    for _, kind, _, _, ex, fr in events:
-        if kind == 0:
-            r.start(ex)
-        elif kind == 1:
-            r.frame(ex, fr)  # type: ignore[arg-type]
-        else:
-            r.end(ex)
-        if observe is not None:
-            observe(kind, ex, fr, r)
-    return r.out
+            t = _frame_time(fr, started)
+            add((t, index, 1, fr.index, ex, fr))
+            if t > last:
+                last = t
+        ended = ex.ended_at or last
+        add((ended if ended > last else last, index, 2, 1 << 30, ex, None))
+    events.sort()
+    return events
+
+
+def _one_after_another(exchanges: Iterable[Exchange]) -> list[Exchange] | None:
+    """The exchanges in replay order when that order is simply one exchange
+    after the other (each one's frames in order, each ending before the next
+    starts: :func:`_events` would sort them so), else None."""
+    exs = list(exchanges)
+    exs.sort(key=lambda e: (e.started_at, e.index))
+    previous: tuple[float, int] | None = None
+    for ex in exs:
+        started, index = ex.started_at, ex.index
+        if previous is not None and previous >= (started, index):
+            return None
+        last, last_frame = started, -1
+        for fr in ex.frames:
+            at = fr.at
+            t = (at if at > started else started) if at else started
+            if t < last or fr.index <= last_frame:
+                return None
+            last, last_frame = t, fr.index
+        ended = ex.ended_at or last
+        previous = (ended if ended > last else last, index)
+    return exs

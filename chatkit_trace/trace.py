@@ -139,8 +139,10 @@ def stream_state(exchanges: Any) -> str:
 def _json(body: bytes | None) -> Any:
     if not body:
         return None
+    from .wire.frames import loads
+
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -160,14 +162,16 @@ def frames_from_body(
     (a HAR file has no per-event times).  Content-encoded bodies are decoded
     first; decode problems come out as frames' errors, never as exceptions.
     """
+    from ._gc import paused_gc
     from .wire import NDJSONSplitter, SSEParser, body_frame, frame_from_sse, make_decoder
 
     decoder = make_decoder(content_encoding)
     data = decoder.decode(body) + decoder.flush()
     if transport == "sse":
         parser = SSEParser()
-        events = parser.feed(data) + parser.flush()
-        return [frame_from_sse(ev, exchange_index, i, at + i * spacing) for i, ev in enumerate(events)]
+        with paused_gc():  # a frame per event, all kept: nothing for the cyclic GC to find
+            events = parser.feed(data) + parser.flush()
+            return [frame_from_sse(ev, exchange_index, i, at + i * spacing) for i, ev in enumerate(events)]
     if transport == "ndjson":
         splitter = NDJSONSplitter(exchange_index)
         frames = splitter.feed(data, at) + splitter.flush(at)

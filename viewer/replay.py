@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from chatkit_trace._gc import paused_gc
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
 from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
@@ -151,7 +152,9 @@ class _Cursor:
                 self.exhausted = True
         return self._peek
 
-    def step(self) -> Moment | None:
+    def step(self, *, moment: bool = True) -> Moment | None:
+        """Process the next event; its moment (None with ``moment=False``:
+        fast-forward, when nobody will look at this event's snapshot)."""
         ev = self.peek()
         if ev is None:
             return None
@@ -174,6 +177,8 @@ class _Cursor:
         rp.out.facts.clear()
         self.key = key
         self.position += 1
+        if not moment:
+            return None
         exrec = rp.out.exchanges.get(ex.index)
         sid = (exrec.session_id if exrec is not None else None) or self.owner.session_key
         s = rp.out.sessions.get(sid) or rp.session(self.owner.session_key)
@@ -270,6 +275,21 @@ class SessionReplayer:
             self.every *= 2
         self._replay_time = 0.0
 
+    def _events_between(self, a: Key, b: Key) -> float:
+        """How many events lie from ``a`` to ``b``, when the frame indexes of
+        one exchange tell (a frame and a later frame, or the exchange's end);
+        0 when they do not (every moment on the way is then kept)."""
+        if a[1] != b[1] or a[2] != 1:
+            return 0
+        if b[2] == 1:
+            return b[3] - a[3]
+        if b[2] == 2:
+            count = self._frame_counts.get(a[1])
+            if count is None:
+                count = self._frame_counts[a[1]] = self.data.frame_count(a[1])
+            return count - a[3]
+        return 0
+
     # -- events ---------------------------------------------------------------------
 
     def _events(
@@ -283,6 +303,8 @@ class SessionReplayer:
         for ex0 in exchanges:
             ex = mine.get(ex0.index, ex0)
             streams.append(self._exchange_events(ex, after))
+        if len(streams) == 1:
+            return streams[0]  # one exchange: nothing to merge
         return heapq.merge(*streams, key=lambda e: e[0])
 
     def _exchange_events(
@@ -347,28 +369,37 @@ class SessionReplayer:
         return self._advance(best, key)
 
     def _advance(self, cur: _Cursor, key: Key) -> Moment | None:
+        """Replay ``cur`` up to the event ``key``; the moments of the last
+        events before it (up to the cache's size) are kept, the earlier ones
+        are fast-forwarded (no snapshot, no moment: a jump to the end of a long
+        run costs the replay alone).  The cyclic GC waits meanwhile (the
+        pipeline's reason: :mod:`chatkit_trace._gc`)."""
         last: Moment | None = None
         t = time.perf_counter()
         n = 0
-        while True:
-            nxt = cur.peek()
-            if nxt is None or nxt[0] > key:
-                break
-            m = cur.step()
-            if m is None:
-                break
-            self.replays += 1
-            self._keep(m)
-            last = m
-            n += 1
-            if n % 64 == 0:
-                time.sleep(0)  # let the UI thread have the GIL now and then
-                if self._request is not None and self.interruptible:
+        near = self.cache.maxsize
+        self._frame_counts: dict[int, int] = {}  # (a live recording grows: counted once per call)
+        with paused_gc():
+            while True:
+                nxt = cur.peek()
+                if nxt is None or nxt[0] > key:
+                    break
+                far = self._events_between(nxt[0], key) > near
+                m = cur.step(moment=not far)
+                if m is None and not far:
+                    break
+                self.replays += 1
+                if m is not None:
+                    self._keep(m)
+                    last = m
+                n += 1
+                # (the UI thread gets the GIL every switch interval anyway)
+                if n % 256 == 0 and self._request is not None and self.interruptible:
                     return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
-            if cur is self.frontier and cur.position % self.every == 0:
-                self._replay_time += time.perf_counter() - t
-                self._checkpoint(cur)
-                t = time.perf_counter()
+                if cur is self.frontier and cur.position % self.every == 0:
+                    self._replay_time += time.perf_counter() - t
+                    self._checkpoint(cur)
+                    t = time.perf_counter()
         if cur is self.frontier:
             self._replay_time += time.perf_counter() - t
         return last

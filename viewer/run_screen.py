@@ -41,7 +41,7 @@ from .render import (
 )
 from .replay import Moment, SessionReplayer
 from .timeline import Timeline
-from .widgets import FindingsList, Panel, TimelineView, VirtualList
+from .widgets import FindingsList, Panel, TimelineView, VirtualList, update_static
 
 if TYPE_CHECKING:
     from .app import ViewerApp
@@ -178,7 +178,7 @@ class RunScreen(Screen[None]):
         self.problems = problem_frames(data, self.timeline)
         fl = self.query_one(FindingsList)
         fl.set_findings(self.findings)
-        self.query_one("#run-findings-title", Static).update(self.findings_title())
+        update_static(self.query_one("#run-findings-title", Static), self.findings_title())
         self.start_replayer()
         if keep_row:
             target = len(self.timeline) - 1 if self.follow else min(old, len(self.timeline) - 1)
@@ -283,7 +283,7 @@ class RunScreen(Screen[None]):
         view = self.query_one(TimelineView)
         row = view.get_row(index)
         if row is None:
-            self.query_one("#snap-title", Static).update("snapshot")
+            update_static(self.query_one("#snap-title", Static), "snapshot")
             self.query_one("#snapshot", Panel).show(
                 markup("[$text-muted](no rows)[/]")
             )
@@ -304,7 +304,7 @@ class RunScreen(Screen[None]):
     def _still_computing(self, index: int, row: Row) -> None:
         if self.pending_row != index:
             return
-        self.query_one("#snap-title", Static).update(
+        update_static(self.query_one("#snap-title", Static),
             markup(f"snapshot after {esc(row.ref)} [$text-muted](computing…)[/]")
         )
         self.show_detail(row, None)
@@ -331,17 +331,21 @@ class RunScreen(Screen[None]):
         self.show_moment(message.tag, row, message.moment)
 
     def show_moment(self, index: int, row: Row, m: Moment) -> None:
+        with self.app.batch_update():  # one repaint for the five panes, not one each
+            self._show_moment(index, row, m)
+
+    def _show_moment(self, index: int, row: Row, m: Moment) -> None:
         self.moment, self.moment_row = m, index
         if not self.viewer.analysed:
-            self.query_one(TimelineView).repaint()  # rows replayed since show their facts
+            self.query_one(TimelineView).repaint_unfilled()  # rows replayed since show their facts
         view = self.query_one(TimelineView)
         dt = row.t - view.t0
-        self.query_one("#snap-title", Static).update(
+        update_static(self.query_one("#snap-title", Static),
             markup(
                 f"snapshot after [b]{esc(row.ref)}[/b] [$text-muted]+{dt:.3f}s · what the UI showed[/]"
             )
         )
-        self.query_one("#snap-run", Static).update(snapshot_header(m.snapshot, self.run.run_id))
+        update_static(self.query_one("#snap-run", Static), snapshot_header(m.snapshot, self.run.run_id))
         self.query_one("#snapshot", Panel).show(
             messages_content(m.snapshot, self.run.run_id), scroll="end"
         )
@@ -391,7 +395,7 @@ class RunScreen(Screen[None]):
 
     def show_detail(self, row: Row, m: Moment | None) -> None:
         title, body = self.detail(row, m)
-        self.query_one("#detail-title", Static).update(
+        update_static(self.query_one("#detail-title", Static),
             markup(f"{esc(title)} [$text-muted]· x raw bytes · enter full view[/]")
         )
         self.query_one("#detail", Panel).show(body, scroll="home")

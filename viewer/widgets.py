@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from .data import LRU, FindingInfo, Row, RunInfo, TraceData
@@ -417,6 +418,8 @@ class TimelineView(VirtualList):
         self.t0 = 0.0
         #: facts for a row the derived tables do not have yet (from the replay), or None
         self.fill: Callable[[Row], Row | None] | None = None
+        #: rows painted before the replay reached them (no facts yet)
+        self.unfilled: set[int] = set()
 
     def set_timeline(self, data: TraceData, timeline: Timeline) -> None:
         self.data = data
@@ -427,6 +430,20 @@ class TimelineView(VirtualList):
 
     def row_count(self) -> int:
         return len(self.timeline) if self.timeline is not None else 0
+
+    def repaint_unfilled(self) -> None:
+        """Paint again the rows painted before the replay reached them (the
+        others have not changed: a cursor move repaints two rows, not the
+        screen)."""
+        if not self.unfilled:
+            return
+        stale, self.unfilled = self.unfilled, set()
+        for key in [k for k in self._strips if k[0] in stale]:
+            self._strips.pop(key, None)
+        top = self.scroll_offset.y
+        for index in stale:
+            if top <= index < top + self.size.height:
+                self.refresh_line(index + 1)
 
     def get_row(self, index: int) -> Row | None:
         if self.data is None or self.timeline is None:
@@ -443,7 +460,11 @@ class TimelineView(VirtualList):
             and row.kind == "frame"
             and self.fill is not None
         ):
-            row = self.fill(row) or row
+            filled = self.fill(row)
+            if filled is None:
+                self.unfilled.add(index)  # shown without facts: painted again once replayed
+            else:
+                row = filled
         problem = row.problem
         ref_tone = {"error": "error", "rejected": "error", "lost": "error"}.get(
             problem or "", "muted"
@@ -498,6 +519,19 @@ class FindingsList(VirtualList):
         ]
 
 
+def update_static(widget: Static, content: Any, container: Size | None = None) -> None:
+    """``widget.update(content)`` with a layout pass only when its height
+    changes: a layout pass re-arranges the whole screen (tens of ms beside
+    a long run's timeline), and a cursor move updates five panes."""
+    width = widget.content_region.width
+    widget.update(content, layout=False)
+    if container is None:
+        parent = widget.parent
+        container = parent.size if isinstance(parent, Widget) else widget.size
+    if width <= 0 or widget.get_content_height(container, widget.app.size, width) != widget.content_region.height:
+        widget.refresh(layout=True)
+
+
 class Panel(VerticalScroll):
     """A scrolling panel with one Static (snapshot, frame detail)."""
 
@@ -514,7 +548,7 @@ class Panel(VerticalScroll):
         yield self.body
 
     def show(self, content: Any, *, scroll: str = "keep") -> None:
-        self.body.update(content)
+        update_static(self.body, content, self.size)
         if scroll == "home":
             self.scroll_home(animate=False)
         elif scroll == "end":

@@ -56,6 +56,7 @@ __all__ = ["Adapter", "create_adapter", "SessionDecoder", "Decoded", "updates_to
 
 CAPABILITIES = ("run", "subscribe", "resume", "abort", "steer", "regenerate", "edit", "history")
 _TERMINAL = (CompletedUpdate, FailedUpdate, InterruptedUpdate)
+_TERMINAL_TYPES = frozenset(_TERMINAL)
 
 
 @dataclass(slots=True)
@@ -86,32 +87,42 @@ def updates_to_facts(
     at: float | None = None,
 ) -> list[Fact]:
     """Turn one event's updates into facts with deterministic event ids."""
+    if len(updates) == 1 and type(updates[0]) is DeltaUpdate:  # the streaming text case
+        u = updates[0]
+        return [DeltaFact._make(session_id, run_id, event_id, source_sequence, position, at, u.message_id, u.part_id, u.delta)]
     many = len(updates) > 1
     facts: list[Fact] = []
     for n, u in enumerate(updates):
-        eid = f"{event_id}#{n}" if many else event_id
-        common = dict(
-            session_id=session_id,
-            run_id=run_id,
-            event_id=eid,
-            source_sequence=source_sequence,
-            position=position,
-            at=at,
-        )
-        t = type(u)
-        if t is DeltaUpdate:
-            facts.append(DeltaFact(message_id=u.message_id, part_id=u.part_id, delta=u.delta, **common))
-        elif t is MessageUpdate:
-            facts.append(MessageFact(message=u.message, **common))
-        elif t is PhaseUpdate:
-            facts.append(PhaseFact(phase=u.phase, **common))
-        elif t is CompletedUpdate:
-            facts.append(CompletedFact(**common))
-        elif t is FailedUpdate:
-            facts.append(FailedFact(error=u.error, **common))
-        elif t is InterruptedUpdate:
-            facts.append(InterruptedFact(reason=u.reason, **common))
+        make = _FACTS.get(type(u))
+        if make is not None:
+            eid = f"{event_id}#{n}" if many else event_id
+            facts.append(make(u, session_id, run_id, eid, source_sequence, position, at))
     return facts
+
+
+#: ProtocolUpdate type -> its fact (a dispatch table; an unknown type makes no fact).
+_FACTS: dict[type, Callable[..., Fact]] = {
+    DeltaUpdate: lambda u, s, r, e, q, p, a: DeltaFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a,
+        message_id=u.message_id, part_id=u.part_id, delta=u.delta,
+    ),
+    MessageUpdate: lambda u, s, r, e, q, p, a: MessageFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a, message=u.message
+    ),
+    PhaseUpdate: lambda u, s, r, e, q, p, a: PhaseFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a, phase=u.phase
+    ),
+    CompletedUpdate: lambda u, s, r, e, q, p, a: CompletedFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a
+    ),
+    FailedUpdate: lambda u, s, r, e, q, p, a: FailedFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a, error=u.error
+    ),
+    InterruptedUpdate: lambda u, s, r, e, q, p, a: InterruptedFact(
+        session_id=s, run_id=r, event_id=e, source_sequence=q, position=p, at=a, reason=u.reason
+    ),
+}
+_UPDATE_TYPES = frozenset(_FACTS)
 
 
 class SessionDecoder:
@@ -150,53 +161,62 @@ class SessionDecoder:
         source: str = "stream",
     ) -> Decoded:
         """Decode one event of ``run_id``'s stream into facts."""
-        out = Decoded(run_id=run_id)
+        return self.decode_frame(event, run_id, event_id, fallback_id, at, source)
+
+    def decode_frame(
+        self, event: Any, run_id: str, event_id: str | None, fallback_id: str | None, at: float | None, source: str = "stream"
+    ) -> Decoded:
+        """:meth:`decode` with positional arguments (the replay's hot path);
+        ``fallback_id`` may be None when ``event_id`` is given."""
         if event_id is not None:
             seen = self._seen.get(run_id)
             if seen is not None and event_id in seen:
-                out.duplicate = True
-                return out
+                return Decoded(duplicate=True, run_id=run_id)
             if seen is None:
                 self._seen[run_id] = {event_id}
             else:
                 seen.add(event_id)
-        protocol = self.adapter.protocol
+        adapter = self.adapter
+        protocol = adapter.protocol
         # A run whose reader ended at its terminal keeps no state: later frames
         # (decoded only in the shadow) get a throwaway dict (R2.7).
-        state = {} if run_id in self.finished and run_id not in self._state else self.state(run_id)
+        state = self._state.get(run_id)
+        if state is None:
+            state = {} if run_id in self.finished else self.state(run_id)
         ctx = DecodeContext(self.session_id, run_id, event_id, state, source)
         try:
             raw = protocol.decode_event(event, ctx)
-            updates = [update_from_json(u) for u in raw or ()]
-            if self.adapter.transform_output is not None:
-                updates = [update_from_json(u) for u in self.adapter.transform_output(updates, event, ctx) or ()]
+            updates = [u if type(u) in _UPDATE_TYPES else update_from_json(u) for u in raw or ()]
+            if adapter.transform_output is not None:
+                updates = [update_from_json(u) for u in adapter.transform_output(updates, event, ctx) or ()]
         except Exception as err:  # noqa: BLE001 - a decode error ends the read (R2.5)
-            out.error = f"{type(err).__name__}: {err}"
-            self.adapter.report_error("decode", err)
-            return out
-        out.updates = updates
+            adapter.report_error("decode", err)
+            return Decoded(error=f"{type(err).__name__}: {err}", run_id=run_id)
+        if not updates:
+            return Decoded([], updates, False, False, None, None, run_id)
         seq = None
-        if self.adapter.has_sequence:
+        if adapter.has_sequence:
             try:
                 seq = protocol.event_sequence(event)
             except Exception:  # noqa: BLE001
                 seq = None
-        out.facts = updates_to_facts(
-            updates,
-            session_id=self.session_id,
-            run_id=run_id,
-            event_id=event_id if event_id is not None else fallback_id,
-            source_sequence=seq,
-            position=event_id,
-            at=at,
+        eid = event_id if event_id is not None else fallback_id
+        u = updates[0]
+        if len(updates) == 1 and type(u) is DeltaUpdate:  # streaming text: one delta, never terminal
+            fact = DeltaFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
+            return Decoded([fact], updates, False, False, None, None, run_id)
+        facts = updates_to_facts(
+            updates, session_id=self.session_id, run_id=run_id, event_id=eid,  # type: ignore[arg-type]
+            source_sequence=seq, position=event_id, at=at,
         )
+        terminal = False
         for u in updates:
-            if isinstance(u, _TERMINAL):
-                out.terminal = True
+            if type(u) in _TERMINAL_TYPES or isinstance(u, _TERMINAL):
+                terminal = True
                 self.release(run_id)
                 self.finished.add(run_id)
                 break
-        return out
+        return Decoded(facts, updates, terminal, False, None, None, run_id)
 
     def route(
         self,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import HistoryResult, HistoryRunSnapshot, RuntimeMessage
+from ..core._values import quick_init
 from ._updates import ProtocolUpdate
 
 __all__ = [
@@ -69,6 +70,7 @@ class EncodeContext:
     messages: tuple[RuntimeMessage, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class EventIdentity:
     """``identifyEvent``'s answer (SPEC R2.6, R11.2): whose event this is.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..core import RunError, RuntimeMessage, message_from_json, thaw
+from ..core._values import quick_init
 
 __all__ = [
     "MessageUpdate",
@@ -33,12 +34,14 @@ __all__ = [
 ]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class MessageUpdate:
     message: RuntimeMessage
     type = "message"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class DeltaUpdate:
     message_id: str
@@ -47,23 +50,27 @@ class DeltaUpdate:
     type = "delta"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PhaseUpdate:
     phase: str
     type = "phase"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CompletedUpdate:
     type = "completed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FailedUpdate:
     error: Any  # a RunError, or anything (the Core's to_run_error decides)
     type = "failed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class InterruptedUpdate:
     reason: str | None = None

@@ -178,6 +178,7 @@ _KINDS = {
     "artifact-update": "artifact",
 }
 TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
+_NO_META: Mapping[str, Any] = {}
 INTERRUPTED = frozenset({"input-required", "auth-required"})
 
 
@@ -193,27 +194,33 @@ def state_name(raw: Any) -> str | None:
     return "canceled" if s == "cancelled" else s
 
 
+def _is_map(v: Any) -> bool:
+    """``isinstance(v, Mapping)``, with JSON's dict checked first (the ABC check costs more)."""
+    return type(v) is dict or (v is not None and isinstance(v, Mapping))
+
+
 def unwrap(event: Any) -> tuple[str | None, Any]:
     """``(kind, object)`` of one frame in either version: kind is ``task``,
     ``message``, ``status``, ``artifact``, ``error`` or None (not A2A)."""
-    if not isinstance(event, Mapping):
+    if not _is_map(event):
         return None, None
-    if isinstance(event.get("error"), Mapping):
-        return "error", event["error"]
+    error = event.get("error")
+    if error is not None and _is_map(error):
+        return "error", error
     obj = event.get("result", event)
-    if not isinstance(obj, Mapping):
+    if not _is_map(obj):
         return None, None
     kind = obj.get("kind")
-    if isinstance(kind, str):
+    if type(kind) is str or isinstance(kind, str):
         return (_KINDS[kind], obj) if kind in _KINDS else (None, None)
     for key, k in _WRAPPERS.items():
-        if isinstance(obj.get(key), Mapping):
+        if _is_map(obj.get(key)):
             return k, obj[key]
-    if "taskId" in obj and isinstance(obj.get("status"), Mapping):
+    if "taskId" in obj and _is_map(obj.get("status")):
         return "status", obj
-    if "taskId" in obj and isinstance(obj.get("artifact"), Mapping):
+    if "taskId" in obj and _is_map(obj.get("artifact")):
         return "artifact", obj
-    if "id" in obj and isinstance(obj.get("status"), Mapping):
+    if "id" in obj and _is_map(obj.get("status")):
         return "task", obj  # GetTask / CancelTask results are not wrapped
     if "messageId" in obj and isinstance(obj.get("parts"), list):
         return "message", obj
@@ -233,9 +240,11 @@ def _list(v: Any) -> list[Any]:
 
 def _norm(p: Any) -> tuple[str, Any]:
     """One A2A part (either version) as ``(kind, value)``."""
-    if not isinstance(p, Mapping):
+    if not _is_map(p):
         return "other", p
-    meta = p.get("metadata") if isinstance(p.get("metadata"), Mapping) else {}
+    meta = p.get("metadata")
+    if not _is_map(meta):
+        meta = _NO_META
     kind = p.get("kind")
     if isinstance(p.get("text"), str) and kind in (None, "text"):
         return ("reasoning" if meta.get("adk_thought") is True else "text"), p["text"]
@@ -384,20 +393,28 @@ class _Book:
         prev = self.built.get(mid)
         if (
             kind not in ("text", "reasoning")
-            or any(k != kind for k, _ in new)
             or prev is None
             or not prev.parts
             or prev.parts[-1].type != kind
         ):
             return False
+        if len(new) == 1:  # one chunk per event: the streaming case
+            if new[0][0] != kind:
+                return False
+            delta = new[0][1]
+        elif any(k != kind for k, _ in new):
+            return False
+        else:
+            delta = "".join(v for _, v in new)
         old.extend(new)  # this book's own list: appended in place
-        delta = "".join(v for _, v in new)
         if not delta:
             return True
         last = prev.parts[-1].append(delta)
-        self.built[mid] = RuntimeMessage(
-            prev.id, prev.role, prev.parts[:-1] + (last,), run_id=run_id, metadata=prev.metadata
-        )
+        parts = prev.parts[:-1] + (last,)
+        if prev.run_id == run_id and prev.created_at is None and not prev.extra:
+            self.built[mid] = prev.with_parts(parts)  # the same fields, nothing to freeze again
+        else:
+            self.built[mid] = RuntimeMessage(prev.id, prev.role, parts, run_id=run_id, metadata=prev.metadata)
         out.append(DeltaUpdate(mid, last.id, delta))
         return True
 
@@ -586,13 +603,13 @@ class A2AProtocol(AdapterProtocol):
 
     def identify_event(self, event: Any) -> EventIdentity | None:
         kind, obj = unwrap(event)
-        if kind in (None, "error"):
+        if kind is None or kind == "error":
             return None  # a JSON-RPC error frame names no task (R11.7)
         task_id = _str(obj.get("id") if kind == "task" else obj.get("taskId"))
         if task_id is None:
             return None
-        status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-        st = state_name(status.get("state"))
+        status = obj.get("status")
+        st = state_name(status.get("state")) if _is_map(status) else None
         return EventIdentity(
             run_id=task_id,
             session_id=_str(obj.get("contextId")),
@@ -633,7 +650,7 @@ class A2AProtocol(AdapterProtocol):
             book.message(obj, ctx.run_id, out)
             return [*out, CompletedUpdate()]
         if kind == "artifact":
-            if isinstance(obj.get("artifact"), Mapping):
+            if _is_map(obj.get("artifact")):
                 book.artifact(
                     obj.get("taskId"), obj["artifact"], obj.get("append") is True, ctx.run_id, out
                 )

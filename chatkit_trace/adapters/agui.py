@@ -187,7 +187,9 @@ class _Answer:
             if p.id == part_id:
                 if not delta:
                     return []
-                parts[i] = kind(part_id, p.text + delta)  # frozen: replace, never mutate (R13.1)
+                # frozen: replace, never mutate (R13.1); append is O(1) where
+                # rebuilding from p.text + delta copied the whole text per delta
+                parts[i] = p.append(delta) if type(p) is kind and not p.extra else kind(part_id, p.text + delta)
                 return [DeltaUpdate(mid, part_id, delta)]
         parts.append(kind(part_id, delta))
         return [self.message(mid)]

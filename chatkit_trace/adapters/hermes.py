@@ -133,7 +133,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -219,7 +219,10 @@ class _Answer:
         self.after_tool = False  # the current segment's first text is still to come
 
     def _find(self, pid: str) -> int:
-        return next((i for i, p in enumerate(self.parts) if p.id == pid), -1)
+        for i, p in enumerate(self.parts):
+            if p.id == pid:
+                return i
+        return -1
 
     def _put(self, part: Any) -> None:
         i = self._find(part.id)
@@ -368,7 +371,16 @@ def tool_failed(name: Any, result: Any) -> bool:
 
 
 def _name(event: Mapping[str, Any]) -> str | None:
-    return _str(event.get("event")) or _str(event.get("type"))
+    name = event.get("event")
+    if name and isinstance(name, str):
+        return name
+    name = event.get("type")
+    return name if name and isinstance(name, str) else None
+
+
+def _is_map(v: Any) -> bool:
+    """``isinstance(v, Mapping)``, with JSON's dict checked first (the ABC check costs more)."""
+    return type(v) is dict or isinstance(v, Mapping)
 
 
 class HermesProtocol(AdapterProtocol):
@@ -403,7 +415,7 @@ class HermesProtocol(AdapterProtocol):
     # -- events -----------------------------------------------------------------
 
     def identify_event(self, event: Any) -> EventIdentity | None:
-        if not isinstance(event, Mapping) or not _str(event.get("run_id")):
+        if not _is_map(event) or not _str(event.get("run_id")):
             return None
         kind = _name(event)
         return EventIdentity(
@@ -413,7 +425,7 @@ class HermesProtocol(AdapterProtocol):
     def event_limits(self, event: Any) -> tuple[str, ...]:
         """``tool.completed`` carries no result on either surface, and
         ``tool.started`` on ``/v1/runs`` no arguments (module docstring)."""
-        if not isinstance(event, Mapping):
+        if not _is_map(event):
             return ()
         kind = _name(event)
         if kind == "tool.completed" and not any(k in event for k in ("result", "output", "content")):
@@ -429,73 +441,77 @@ class HermesProtocol(AdapterProtocol):
         return (HISTORY_IDS,)
 
     def event_sequence(self, event: Any) -> int | float | None:
-        seq = event.get("seq") if isinstance(event, Mapping) else None
+        seq = event.get("seq") if _is_map(event) else None
+        if seq is None:
+            return None
         return seq if isinstance(seq, (int, float)) and not isinstance(seq, bool) else None
 
     def event_known(self, event: Any) -> bool | None:
         """A Hermes event of either surface (one that decodes to nothing is then
         a known event without output, not an unknown type)."""
-        return isinstance(event, Mapping) and _name(event) in _KNOWN
+        return _is_map(event) and _name(event) in _KNOWN
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
-        if not isinstance(event, Mapping):
+        if not _is_map(event):
             return []  # DONE, keepalives
         kind = _name(event)
-        if kind is None:
-            return []
+        handler = _DECODERS.get(kind) if kind is not None else None
+        # done, reasoning.available, tool.progress, unknown events: no update
+        return handler(self, kind, event, ctx) if handler is not None else []
+
+    def _message_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         st = ctx.state
-        if kind == "message.started":
-            msg = event.get("message")
-            if isinstance(msg, Mapping) and _str(msg.get("id")) and "answer" not in st:
-                st["mid"] = msg["id"]
+        msg = event.get("message")
+        if isinstance(msg, Mapping) and _str(msg.get("id")) and "answer" not in st:
+            st["mid"] = msg["id"]
+        return []
+
+    def _run_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        um = event.get("user_message")
+        text = um.get("content") if isinstance(um, Mapping) else None
+        return [MessageUpdate(_user(ctx.run_id, text))] if isinstance(text, str) else []
+
+    def _delta(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        delta = event.get("delta")
+        if not isinstance(delta, str) or not delta:
             return []
-        if kind == "run.started":
-            um = event.get("user_message")
-            text = um.get("content") if isinstance(um, Mapping) else None
-            return [MessageUpdate(_user(ctx.run_id, text))] if isinstance(text, str) else []
-        if kind in ("message.delta", "assistant.delta"):
-            delta = event.get("delta")
-            if not isinstance(delta, str) or not delta:
-                return []
-            answer = self._answer(event, ctx)
-            pid, new = answer.delta(delta)
-            if pid is None:
-                return []
-            if new:
-                return [MessageUpdate(answer.message()), PhaseUpdate("generating")]
-            return [DeltaUpdate(answer.message_id, pid, delta)]
-        if kind == "tool.started":
-            answer = self._answer(event, ctx)
-            answer.tool_started(
-                event.get("tool") or event.get("tool_name"), event.get("args", ABSENT)
-            )
-            return [MessageUpdate(answer.message()), PhaseUpdate("tool")]
-        if kind in ("tool.completed", "tool.failed"):
-            answer = self._answer(event, ctx)
-            name = event.get("tool") or event.get("tool_name")
-            failed = kind == "tool.failed" or event.get("error") is True
-            err = _tool_error(name) if failed else ABSENT
-            if not answer.tool_ended(name, "failed" if failed else "completed", err):
-                return []
-            return [MessageUpdate(answer.message())]
-        if kind == "approval.request":
-            return [PhaseUpdate("awaiting-input")]
-        if kind == "approval.responded":
-            return [PhaseUpdate("tool")]
-        if kind == "assistant.completed":
-            answer = self._answer(event, ctx)
-            return (
-                [MessageUpdate(answer.message())] if answer.final_text(event.get("content")) else []
-            )
-        if kind == "run.completed":
-            return self._completed(event, ctx)
-        if kind == "run.failed":
-            return [FailedUpdate(_failure("run.failed", event.get("error"), "agent run failed"))]
-        if kind == "error":
-            return [FailedUpdate(_failure("error", event.get("message"), "session chat stream failed"))]
-        if kind in ("run.cancelled", "run.interrupted"):
-            return [InterruptedUpdate(_str(event.get("reason")))]
-        return []  # done, reasoning.available, tool.progress, unknown events
+        answer = self._answer(event, ctx)
+        pid, new = answer.delta(delta)
+        if pid is None:
+            return []
+        if new:
+            return [MessageUpdate(answer.message()), PhaseUpdate("generating")]
+        return [DeltaUpdate(answer.message_id, pid, delta)]
+
+    def _tool_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        answer = self._answer(event, ctx)
+        answer.tool_started(event.get("tool") or event.get("tool_name"), event.get("args", ABSENT))
+        return [MessageUpdate(answer.message()), PhaseUpdate("tool")]
+
+    def _tool_ended(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        answer = self._answer(event, ctx)
+        name = event.get("tool") or event.get("tool_name")
+        failed = kind == "tool.failed" or event.get("error") is True
+        err = _tool_error(name) if failed else ABSENT
+        if not answer.tool_ended(name, "failed" if failed else "completed", err):
+            return []
+        return [MessageUpdate(answer.message())]
+
+    def _assistant_completed(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        answer = self._answer(event, ctx)
+        return [MessageUpdate(answer.message())] if answer.final_text(event.get("content")) else []
+
+    def _run_completed(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        return self._completed(event, ctx)
+
+    def _run_failed(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        return [FailedUpdate(_failure("run.failed", event.get("error"), "agent run failed"))]
+
+    def _error(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        return [FailedUpdate(_failure("error", event.get("message"), "session chat stream failed"))]
+
+    def _interrupted(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        return [InterruptedUpdate(_str(event.get("reason")))]
 
     def _answer(self, event: Mapping[str, Any], ctx: DecodeContext) -> _Answer:
         answer = ctx.state.get("answer")
@@ -598,3 +614,23 @@ def _message(v: Any, default: str) -> str:
     if isinstance(v, str) and v:
         return v
     return default if v is None or v == "" else json.dumps(v, default=str)
+
+
+#: Event name -> HermesProtocol's decoder for it (both surfaces' names).
+_DECODERS: dict[str, Callable[[HermesProtocol, str, Mapping[str, Any], DecodeContext], list[ProtocolUpdate]]] = {
+    "message.delta": HermesProtocol._delta,
+    "assistant.delta": HermesProtocol._delta,
+    "message.started": HermesProtocol._message_started,
+    "run.started": HermesProtocol._run_started,
+    "tool.started": HermesProtocol._tool_started,
+    "tool.completed": HermesProtocol._tool_ended,
+    "tool.failed": HermesProtocol._tool_ended,
+    "approval.request": lambda self, kind, event, ctx: [PhaseUpdate("awaiting-input")],
+    "approval.responded": lambda self, kind, event, ctx: [PhaseUpdate("tool")],
+    "assistant.completed": HermesProtocol._assistant_completed,
+    "run.completed": HermesProtocol._run_completed,
+    "run.failed": HermesProtocol._run_failed,
+    "error": HermesProtocol._error,
+    "run.cancelled": HermesProtocol._interrupted,
+    "run.interrupted": HermesProtocol._interrupted,
+}

@@ -776,10 +776,10 @@ class OpenAIProtocol(AdapterProtocol):
         run.started`` the passive start, any choice's ``finish_reason`` the end
         of this response's reader (a ``tool_calls`` finish included: the end of
         a reader is not a conclusion).  Without ``run_id``: ``None`` (cannot route)."""
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):
             return None
         run_id = event.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
+        if not run_id or not isinstance(run_id, str):
             return None
         kind = event.get("type")
         choices = event.get("choices")
@@ -809,11 +809,12 @@ class OpenAIProtocol(AdapterProtocol):
         return [event] if event is not None else []
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
-        if event is DONE or event == "[DONE]":
-            ctx.state["done"] = True
-            return []
-        if not isinstance(event, Mapping):
-            return []
+        if type(event) is not dict:
+            if event is DONE or event == "[DONE]":
+                ctx.state["done"] = True
+                return []
+            if not isinstance(event, Mapping):
+                return []
         kind = event.get("type")
         if kind == TOOL_RESULTS:
             return self._tool_results(
@@ -865,7 +866,9 @@ class OpenAIProtocol(AdapterProtocol):
         out: list[ProtocolUpdate] = []
         choices = event.get("choices")
         choices = (
-            [c for c in choices if isinstance(c, Mapping)] if isinstance(choices, list) else []
+            [c for c in choices if type(c) is dict or isinstance(c, Mapping)]
+            if isinstance(choices, list)
+            else []
         )
         rid = event.get("id")
         finished = state.get("finish", {})
@@ -873,10 +876,13 @@ class OpenAIProtocol(AdapterProtocol):
             "calls" not in state
             or state.get("done")
             or (rid is not None and state.get("response_id") not in (None, rid))
-            or any(
-                _index(c.get("index")) in finished
-                and _has_output(c.get("delta") or c.get("message"))
-                for c in choices
+            or (
+                finished
+                and any(
+                    _index(c.get("index")) in finished
+                    and _has_output(c.get("delta") or c.get("message"))
+                    for c in choices
+                )
             )
         ):
             _begin_response(state, answer, rid)
@@ -889,13 +895,13 @@ class OpenAIProtocol(AdapterProtocol):
             delta = choice.get("delta")
             if delta is None:
                 delta = choice.get("message")  # a non-streaming chat.completion
-            if isinstance(delta, Mapping):
+            if type(delta) is dict or isinstance(delta, Mapping):
                 self._delta(c, delta, state, answer, out)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 finishes.append((c, reason))
         usage = event.get("usage")
-        if isinstance(usage, Mapping):
+        if usage is not None and isinstance(usage, Mapping):
             state["usage"] = thaw(usage)
         for c, reason in finishes:
             self._finish_choice(c, reason, state, answer, out)
@@ -934,7 +940,7 @@ class OpenAIProtocol(AdapterProtocol):
                 if isinstance(tc, Mapping):
                     self._tool_fragment(c, tc, state, answer, out)
         fc = delta.get("function_call")
-        if isinstance(fc, Mapping):
+        if fc is not None and isinstance(fc, Mapping):
             self._function_call_fragment(c, fc, state, answer, out)
 
     @staticmethod

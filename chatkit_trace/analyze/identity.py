@@ -1012,8 +1012,8 @@ def segment_reuse(ctx: Context) -> Iterator[Finding]:
                 if (
                     isinstance(p, (TextPart, ReasoningPart))
                     and isinstance(before, (TextPart, ReasoningPart))
-                    and p.text != before.text
-                    and any(q.id in old for q in new[i + 1 :])
+                    and any(q.id in old for q in new[i + 1 :])  # (cheap: usually no later part)
+                    and not p.same_text(before)
                 ):
                     grown = p.id
                     break

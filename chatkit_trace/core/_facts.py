@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
 from ._model import RunError, RuntimeMessage, WorkItem, message_from_json, work_item_from_json
-from ._values import ABSENT, freeze, thaw
+from ._values import ABSENT, freeze, quick_init, thaw
 
 __all__ = [
     "FactRejectReason",
@@ -150,6 +150,7 @@ class _FactBase:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageFact(_FactBase):
     message: RuntimeMessage
@@ -161,6 +162,7 @@ class MessageFact(_FactBase):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeltaFact(_FactBase):
     message_id: str
@@ -174,6 +176,7 @@ class DeltaFact(_FactBase):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhaseFact(_FactBase):
     phase: str
@@ -185,6 +188,7 @@ class PhaseFact(_FactBase):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkItemFact(_FactBase):
     work_item: WorkItem
@@ -196,6 +200,7 @@ class WorkItemFact(_FactBase):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompletedFact(_FactBase):
     kind: ClassVar[str] = "completed"
@@ -204,6 +209,7 @@ class CompletedFact(_FactBase):
         return self._base_json()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FailedFact(_FactBase):
     error: Any
@@ -215,6 +221,7 @@ class FailedFact(_FactBase):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InterruptedFact(_FactBase):
     reason: str | None = None

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Union
 
 from ._errors import HistoryFormatError, InvalidMessageError
-from ._values import ABSENT, FrozenDict, freeze, thaw
+from ._values import ABSENT, FrozenDict, freeze, quick_init, thaw
 
 __all__ = [
     "Role",
@@ -86,7 +86,7 @@ class _TextLike:
     construction (the join cache aside).
     """
 
-    __slots__ = ("_id", "_buf", "_n", "_joined", "_extra")
+    __slots__ = ("_id", "_buf", "_n", "_joined", "_extra", "_size")
     type: ClassVar[str]
 
     def __init__(self, id: str, text: str = "", extra: Mapping[str, Any] = _EMPTY) -> None:
@@ -95,6 +95,7 @@ class _TextLike:
         self._n = 1
         self._joined: Any = text
         self._extra = extra if isinstance(extra, FrozenDict) else freeze(dict(extra))
+        self._size = len(text) if type(text) is str else -1
 
     @classmethod
     def _from_chunks(cls, id: str, buf: list[Any], n: int, extra: FrozenDict) -> Any:
@@ -104,6 +105,7 @@ class _TextLike:
         p._n = n
         p._joined = None
         p._extra = extra
+        p._size = -1
         return p
 
     @property
@@ -119,9 +121,32 @@ class _TextLike:
         joined = self._joined
         if joined is None:
             buf = self._buf
-            joined = "".join(buf) if self._n == len(buf) else "".join(buf[: self._n])
-            self._joined = joined
+            if self._n == len(buf):
+                joined = self._joined = "".join(buf)
+            else:
+                # A superseded version (a newer one grew the buffer): joined for
+                # this read only, so versions kept by old facts never each hold
+                # their whole text (memory linear in a long answer, not quadratic).
+                joined = "".join(buf[: self._n])
         return joined
+
+    def same_text(self, other: Any) -> bool:
+        """``self.text == other.text``; versions of one text (sharing chunks)
+        compare without joining them."""
+        if isinstance(other, _TextLike) and self._buf is other._buf:
+            lo, hi = sorted((self._n, other._n))
+            return lo == hi or not any(self._buf[lo:hi])
+        return bool(self.text == getattr(other, "text", None))
+
+    @property
+    def text_length(self) -> int | None:
+        """``len(self.text)`` when the text is a string (else None), without
+        joining the chunks when the length is known."""
+        size = self._size
+        if size >= 0:
+            return size
+        text = self.text
+        return len(text) if isinstance(text, str) else None
 
     @property
     def chunk_count(self) -> int:
@@ -137,7 +162,20 @@ class _TextLike:
         else:
             buf = buf[:n]  # an older version grows a branch: copy once
             buf.append(delta)
-        return type(self)._from_chunks(self._id, buf, n + 1, self._extra)
+        p = object.__new__(type(self))  # _from_chunks, inlined: once per delta
+        p._id = self._id
+        p._buf = buf
+        p._n = n + 1
+        p._joined = None
+        p._extra = self._extra
+        size = self._size
+        p._size = size + len(delta) if size >= 0 and type(delta) is str else -1
+        # This version is superseded: its joined text (if computed) is dropped,
+        # so a long answer's versions, kept by the facts that carried them,
+        # share one chunk buffer instead of each holding its whole text.
+        # (A cache, not the value: read again, it is joined again.)
+        self._joined = None
+        return p
 
     def with_text(self, text: str) -> Any:
         return type(self)(self._id, text, self._extra)
@@ -150,8 +188,9 @@ class _TextLike:
         assert isinstance(other, _TextLike)
         if self._id != other._id or self._extra != other._extra:
             return False
-        if self._buf is other._buf:
-            return self._n == other._n
+        if self._buf is other._buf:  # versions of one text: equal unless a longer one added something
+            lo, hi = sorted((self._n, other._n))
+            return lo == hi or not any(self._buf[lo:hi])
         return bool(self.text == other.text)
 
     def __hash__(self) -> int:
@@ -361,6 +400,7 @@ def part_from_json(obj: Any, message_id: str | None = None, source: str = "live"
 # --------------------------------------------------------------------------- messages
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RuntimeMessage:
     """``{id, role, parts, runId?, createdAt?, metadata?}`` (SPEC R4.1)."""
@@ -392,7 +432,19 @@ class RuntimeMessage:
         return -1
 
     def with_parts(self, parts: tuple[RuntimePart, ...]) -> RuntimeMessage:
-        return RuntimeMessage(self.id, self.role, parts, self.run_id, self.created_at, self.metadata, self.extra)
+        if type(parts) is not tuple:
+            return RuntimeMessage(self.id, self.role, parts, self.run_id, self.created_at, self.metadata, self.extra)
+        # Every other field is this message's, frozen already: copied as they
+        # are (the Core's delta path: one new message per delta).
+        new = object.__new__(RuntimeMessage)
+        _set_id(new, self.id)
+        _set_role(new, self.role)
+        _set_parts(new, parts)
+        _set_run_id(new, self.run_id)
+        _set_created_at(new, self.created_at)
+        _set_metadata(new, self.metadata)
+        _set_extra(new, self.extra)
+        return new
 
     def with_run_id(self, run_id: str | None) -> RuntimeMessage:
         if run_id == self.run_id:
@@ -422,6 +474,10 @@ class RuntimeMessage:
 
 
 _MESSAGE_KEYS = frozenset({"id", "role", "parts", "runId", "createdAt", "metadata"})
+(_set_id, _set_role, _set_parts, _set_run_id, _set_created_at, _set_metadata, _set_extra) = (
+    getattr(RuntimeMessage, name).__set__
+    for name in ("id", "role", "parts", "run_id", "created_at", "metadata", "extra")
+)
 
 
 def message_from_json(obj: Any, source: str = "live") -> RuntimeMessage:

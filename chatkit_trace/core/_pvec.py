@@ -80,10 +80,17 @@ class PVec(Sequence[T], Generic[T]):
         if not 0 <= index < self._len:
             raise IndexError("PVec index out of range")
         b, i = divmod(index, BLOCK)
-        block = self._blocks[b]
+        blocks = self._blocks
+        block = blocks[b]
         new_block = block[:i] + (value,) + block[i + 1 :]
-        blocks = self._blocks[:b] + (new_block,) + self._blocks[b + 1 :]
-        return PVec._make(blocks, self._len)
+        v = object.__new__(PVec)  # _make, inlined: once per delta
+        v._blocks = blocks[:b] + (new_block,) + blocks[b + 1 :]
+        v._len = self._len
+        return v
+
+    def get(self, index: int) -> T:
+        """``self[index]`` for a valid index ``0 <= index < len(self)`` (no slice, no negative index)."""
+        return self._blocks[index // BLOCK][index % BLOCK]
 
     def append(self, value: T) -> PVec[T]:
         """A new vector with ``value`` added at the end."""

@@ -265,6 +265,11 @@ class ChatCore:
         return snap
 
     @property
+    def version(self) -> int:
+        """The current snapshot's version, without building the snapshot."""
+        return self._version
+
+    @property
     def disposed(self) -> bool:
         return self._disposed
 
@@ -446,6 +451,19 @@ class ChatCore:
         at: float | None = None,
     ) -> FactResult:
         """Append text to an existing text or reasoning part (R2.4 ``delta``): O(1)."""
+        return self._delta(run_id, event_id, message_id, part_id, delta, session_id, source_sequence)
+
+    def _delta(
+        self,
+        run_id: str,
+        event_id: str | None,
+        message_id: str,
+        part_id: str,
+        delta: str,
+        session_id: str | None,
+        source_sequence: int | float | None,
+    ) -> FactResult:
+        """:meth:`emit_delta` with positional arguments (``admit``'s hot path)."""
         # The hot path: the gate is inlined.
         if self._disposed:
             return _REJ_DISPOSED
@@ -469,7 +487,7 @@ class ChatCore:
         pos = self._index.get(message_id)
         if pos is None:
             return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
-        msg = self._messages[pos]
+        msg = self._messages.get(pos)  # the index holds valid positions only
         if msg.run_id is not None and msg.run_id != run_id:
             return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
         parts = msg.parts
@@ -486,10 +504,7 @@ class ChatCore:
         if not delta:
             return _REJ_NO_CHANGE
         new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
-        self._messages = self._messages.set(
-            pos,
-            RuntimeMessage(msg.id, msg.role, new_parts, msg.run_id, msg.created_at, msg.metadata, msg.extra),
-        )
+        self._messages = self._messages.set(pos, msg.with_parts(new_parts))
         run.seen.add(event_id)
         if source_sequence is not None:
             run.last_seq = source_sequence
@@ -881,16 +896,8 @@ class ChatCore:
         """Admit a fact value (:mod:`._facts`) through its emitter."""
         kind = type(fact)
         if kind is DeltaFact:
-            return self.emit_delta(
-                run_id=fact.run_id,
-                event_id=fact.event_id,
-                message_id=fact.message_id,
-                part_id=fact.part_id,
-                delta=fact.delta,
-                session_id=fact.session_id,
-                source_sequence=fact.source_sequence,
-                position=fact.position,
-                at=fact.at,
+            return self._delta(
+                fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
         common = fact.common()
         if kind is MessageFact:

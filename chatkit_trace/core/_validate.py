@@ -130,7 +130,7 @@ def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
         return InvalidMessageError("part-id", mid, None, source, "every part needs a string id")
     t = type(part)
     if t is TextPart or t is ReasoningPart:
-        if not isinstance(part.text, str):
+        if part.text_length is None:  # the text is not a string (known without joining its chunks)
             return InvalidMessageError("part-text", mid, pid, source, "text must be a string")
         return None
     if t is ToolCallPart:

@@ -15,9 +15,64 @@ finished with an empty result.
 
 from __future__ import annotations
 
-from typing import Any, Final, NoReturn
+import dataclasses
+from typing import Any, Final, NoReturn, TypeVar
 
-__all__ = ["ABSENT", "AbsentType", "FrozenDict", "freeze", "thaw", "is_absent"]
+__all__ = ["ABSENT", "AbsentType", "FrozenDict", "freeze", "thaw", "is_absent", "quick_init"]
+
+_T = TypeVar("_T")
+
+
+def quick_init(cls: type[_T]) -> type[_T]:
+    """Give a frozen slots dataclass a faster ``__init__`` (same signature,
+    defaults and ``__post_init__``; still frozen afterwards).
+
+    A frozen dataclass's generated ``__init__`` stores each field with
+    ``object.__setattr__(self, name, value)``; this one calls the field's slot
+    descriptor directly, which builds the value in about 60% of the time.
+    For the values made once per recorded frame (facts, updates, event
+    identities, messages; issue 18).
+    """
+    ns: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
+    params: list[str] = []
+    body: list[str] = []
+    keyword_only = False
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        setter = f"_set_{f.name}"
+        ns[setter] = getattr(cls, f.name).__set__
+        if f.default is not dataclasses.MISSING:
+            ns[f"_d_{f.name}"] = f.default
+            value = f.name if f.init else f"_d_{f.name}"
+            default = f"=_d_{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            ns[f"_f_{f.name}"] = f.default_factory
+            value = f"_f_{f.name}() if {f.name} is _MISSING else {f.name}" if f.init else f"_f_{f.name}()"
+            default = "=_MISSING"
+        else:
+            value, default = f.name, ""
+        if f.init:
+            if f.kw_only and not keyword_only:
+                params.append("*")
+                keyword_only = True
+            params.append(f.name + default)
+        body.append(f"    {setter}(self, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    exec(f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n", ns)
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    # cls._make(every init field, positionally, in field order): for a hot
+    # path where keyword arguments (kw_only fields) would cost as much again.
+    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    make = [f"def _make({', '.join(names)}):", "    self = _new(_cls)"]
+    make += [line for line in body]
+    make.append("    return self")
+    ns.update(_new=object.__new__, _cls=cls)
+    exec("\n".join(make) + "\n", ns)
+    ns["_make"].__qualname__ = f"{cls.__qualname__}._make"
+    cls._make = staticmethod(ns["_make"])  # type: ignore[attr-defined]
+    return cls
 
 
 class AbsentType:

@@ -12,6 +12,8 @@ they run the same code.
   derived tables where asked, and merges the trace's findings in one place
   (:func:`merge_findings`: the once-per-trace codes, :data:`TRACE_LEVEL`,
   and the recording's own, CK7xx);
+* :func:`derive_parallel` does :meth:`Deriver.run`'s analysis over worker
+  processes (``check -j N``), with the same findings in the same order;
 * :class:`TraceSessions` is the one selection of a session's exchanges: a
   socket several sessions share is split per event, each session replayed
   with its own frames of it (:func:`split_shared`: the same split of
@@ -25,7 +27,8 @@ Layering: the engine sits on the replay (:mod:`chatkit_trace.pipeline`), the
 analyzers and the store; the store knows nothing of it.
 """
 
-from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings
+from ._engine import TRACE_LEVEL, DeriveResult, Deriver, SessionDerivation, derive_exchanges, merge_findings, session_counts
+from ._parallel import derive_parallel
 from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
 from ._sessions import TraceSessions, split_shared
 
@@ -37,10 +40,12 @@ __all__ = [
     "SessionDerivation",
     "TraceSessions",
     "derive_exchanges",
+    "derive_parallel",
     "derived_rows",
     "fact_summary",
     "finding_rows",
     "merge_findings",
     "run_summaries",
+    "session_counts",
     "split_shared",
 ]

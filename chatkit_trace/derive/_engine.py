@@ -29,7 +29,15 @@ from ..wire import Frame
 from ._rows import RunSummary, derived_rows, finding_rows, run_summaries
 from ._sessions import TraceSessions
 
-__all__ = ["TRACE_LEVEL", "DeriveResult", "Deriver", "SessionDerivation", "derive_exchanges", "merge_findings"]
+__all__ = [
+    "TRACE_LEVEL",
+    "DeriveResult",
+    "Deriver",
+    "SessionDerivation",
+    "derive_exchanges",
+    "merge_findings",
+    "session_counts",
+]
 
 #: ``observe(kind, exchange, frame, replayer)``: after every replay event (kind
 #: 0 request start, 1 frame, 2 end of stream; :func:`chatkit_trace.pipeline.replay`).
@@ -184,12 +192,8 @@ class Deriver:
             d = self.session(sid, analyse=analyse)
             rep = d.replay
             findings.extend(d.findings)
-            counts["frames"] += len(rep.frames)
-            counts["facts"] += len(rep.facts)
-            counts["violations"] += sum(1 for f in rep.facts if f.result.violation)
-            counts["sessions"] += 1
-            counts["matched"] += len(d.exchanges)
-            counts["understood"] += len(understood_exchanges(rep))
+            for key, value in session_counts(d).items():
+                counts[key] += value
             if write_to is not None:
                 write_to.write_derived(d.rows())
             if on_session is not None:
@@ -199,6 +203,19 @@ class Deriver:
         if write_to is not None and analyse:
             write_to.replace_findings(finding_rows(merged))
         return DeriveResult(merged, counts)
+
+
+def session_counts(d: SessionDerivation) -> dict[str, int]:
+    """What one derived session adds to :attr:`DeriveResult.counts`."""
+    rep = d.replay
+    return {
+        "frames": len(rep.frames),
+        "facts": len(rep.facts),
+        "violations": sum(1 for f in rep.facts if f.result.violation),
+        "sessions": 1,
+        "matched": len(d.exchanges),
+        "understood": len(understood_exchanges(rep)),
+    }
 
 
 def merge_findings(findings: Iterable[Finding], meta: Mapping[str, Any]) -> list[Finding]:

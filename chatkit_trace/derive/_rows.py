@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analyze import Finding
-from ..core import RunView, Snapshot
+from ..core import MessageFact, ReasoningPart, RunView, RuntimeMessage, Snapshot, TextPart, thaw
 from ..pipeline import FactRecord, FrameRecord, HistoryRecord, Replay, RunRecord
 
 __all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries"]
@@ -30,6 +30,8 @@ def fact_summary(fact: Any) -> dict[str, Any]:
     which is summarised (part ids, types, text lengths) so a long answer sent
     as whole messages does not grow the file quadratically.  The full fact is
     always recomputable from the frames (``redecode``)."""
+    if type(fact) is MessageFact and type(fact.message) is RuntimeMessage and not fact.message.extra:
+        return _message_summary(fact)
     data = fact.to_json()
     for key in ("kind", "sessionId", "runId", "eventId"):  # already columns of the row
         data.pop(key, None)
@@ -45,6 +47,35 @@ def fact_summary(fact: Any) -> dict[str, Any]:
             ],
             "summary": True,
         }
+    return data
+
+
+def _message_summary(fact: MessageFact) -> dict[str, Any]:
+    """:func:`fact_summary` of a message fact without rendering its message
+    (a long answer's text is neither joined nor copied): the same dict."""
+    data = _base_summary(fact)
+    message = fact.message
+    parts = []
+    for p in message.parts:
+        if (type(p) is TextPart or type(p) is ReasoningPart) and not p.extra:
+            parts.append([p.id, p.type, p.text_length])
+        else:
+            j = p.to_json() if hasattr(p, "to_json") else thaw(p)
+            if isinstance(j, dict):
+                parts.append([j.get("id"), j.get("type"), len(j["text"]) if isinstance(j.get("text"), str) else None])
+    data["message"] = {"id": message.id, "role": message.role, "parts": parts, "summary": True}
+    return data
+
+
+def _base_summary(fact: Any) -> dict[str, Any]:
+    """A fact's JSON fields other than its kind, ids and payload, in ``to_json``'s order."""
+    data: dict[str, Any] = {}
+    if fact.source_sequence is not None:
+        data["sourceSequence"] = fact.source_sequence
+    if fact.position is not None:
+        data["position"] = thaw(fact.position)
+    if fact.at is not None:
+        data["at"] = fact.at
     return data
 
 

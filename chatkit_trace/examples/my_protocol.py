@@ -69,8 +69,10 @@ class Answer:
         pid = f"text:{self.segment}"
         for i, part in enumerate(self.parts):
             if part.id == pid:
-                # Objects handed to the Core are frozen: replace, never mutate (R13.1).
-                self.parts[i] = TextPart(pid, part.text + text)
+                # Objects handed to the Core are frozen: replace, never mutate
+                # (R13.1).  append() makes the longer part in O(1), sharing its
+                # chunks with this one (part.text + text copied the whole text).
+                self.parts[i] = part.append(text)
                 return pid
         self.parts.append(TextPart(pid, text))
         return pid
@@ -97,7 +99,21 @@ def to_user_message(run_id: str, text: str) -> RuntimeMessage:
     return RuntimeMessage(f"user:{run_id}", "user", (TextPart("text", text),), run_id=run_id)
 
 
+def _advance(event: Mapping[str, Any], answer: Answer) -> bool:
+    """Apply a content event to ``answer``; False for any other event."""
+    kind = event.get("type")
+    if kind == "text":
+        answer.append_text(str(event.get("text", "")))
+    elif kind in ("tool", "tool_result"):
+        answer.apply_tool(event)
+    else:
+        return False
+    return True
+
+
 def _apply(event: Mapping[str, Any], answer: Answer) -> list[ProtocolUpdate]:
+    if _advance(event, answer):
+        return [MessageUpdate(answer.to_message())]
     kind = event.get("type")
     if kind == "done":
         return [CompletedUpdate()]
@@ -106,15 +122,7 @@ def _apply(event: Mapping[str, Any], answer: Answer) -> list[ProtocolUpdate]:
             str(event.get("code", "")), str(event.get("message", "")), event.get("retryable")
         )
         return [FailedUpdate(error)]
-    if kind == "started":
-        return []
-    if kind == "text":
-        answer.append_text(str(event.get("text", "")))
-    elif kind in ("tool", "tool_result"):
-        answer.apply_tool(event)
-    else:
-        return []  # unknown events decode to [] (R2.4)
-    return [MessageUpdate(answer.to_message())]
+    return []  # started; unknown events decode to [] (R2.4)
 
 
 class MyProtocol(AdapterProtocol):
@@ -178,7 +186,7 @@ class MyProtocol(AdapterProtocol):
                 if isinstance(run, Mapping) and run.get("status") == "running":
                     answer = Answer(run["id"])
                     for frame in run.get("frames", []):
-                        _apply(frame.get("event", {}), answer)
+                        _advance(frame.get("event", {}), answer)
                     out[run["id"]] = {"answer": answer}
         return out
 
@@ -192,7 +200,7 @@ class MyProtocol(AdapterProtocol):
         for run in runs:
             answer = Answer(run["id"])
             for frame in run.get("frames", []):
-                _apply(frame.get("event", {}), answer)
+                _advance(frame.get("event", {}), answer)
             messages.append(to_user_message(run["id"], run.get("input", "")))
             if answer.parts:
                 messages.append(answer.to_message())

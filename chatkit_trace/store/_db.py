@@ -28,6 +28,7 @@ from sqlite_utils import Database
 from ..core import ChatkitTraceError
 from ..trace import Exchange
 from ..wire import DecodeError, Frame
+from ..wire.frames import loads
 from ._schema import DERIVED_TABLES, MIGRATIONS, QUEUE_TABLE, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
 __all__ = [
@@ -172,8 +173,8 @@ def frame_from_row(row: Sequence[Any]) -> Frame:
         start,
         end,
         at or 0.0,
-        DecodeError.from_json(json.loads(error)) if error else None,
-        tuple(json.loads(offsets)) if offsets else None,
+        DecodeError.from_json(loads(error)) if error else None,
+        tuple(loads(offsets)) if offsets else None,
     )
 
 

@@ -37,6 +37,7 @@ from .frames import (
     error_frame,
     event_json,
     frame_from_sse,
+    parse_json,
     reader_cutoff,
 )
 from .jsonrpc import JSONRPCMessage, RPCError, RPCKind, classify, envelope_error
@@ -71,6 +72,7 @@ __all__ = sorted(
         "frame_from_sse",
         "frames_from_har",
         "make_decoder",
+        "parse_json",
         "parse_sse",
         "reader_cutoff",
         "ws_frame",

@@ -67,7 +67,7 @@ _BOM = b"\xef\xbb\xbf"
 _HEAD = 64  # bytes of a dropped line kept to name its field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SSEEvent:
     """One event block of an event stream.
 
@@ -87,6 +87,10 @@ class SSEEvent:
             or cut off by the end of the stream); they come out only when
             ``emit_empty`` is set or when they carry an error.
         raw: the block's bytes so far, only for a ``truncated-event``.
+
+    A value: never changed once made.  Not ``frozen`` only because a frozen
+    dataclass costs five times as much to build (one per event, the
+    parser's hot path; issue 18); it hashes and compares by value all the same.
     """
 
     data: str
@@ -251,6 +255,43 @@ class SSEParser:
             base = self._pos
             data = chunk
         self._pos += len(chunk)
+        if self._b_start is None and b"\r" not in data:
+            self._blocks(data, base, out)
+            return
+        self._lines(data, base, out)
+
+    def _blocks(self, data: bytes, pos: int, out: list[SSEEvent]) -> None:
+        """LF-only bytes that start at a block boundary, split at blank lines
+        in one pass: a block that is one ``data:`` line (most events) becomes
+        its event here; any other block, and an unfinished last one, goes
+        line by line through :meth:`_lines` (same result, same offsets)."""
+        blocks = data.split(b"\n\n")
+        rest = blocks.pop()  # after the last blank line: an unfinished block, or b""
+        max_line = self.max_line
+        last_id = self._id_buffer
+        add = out.append
+        for block in blocks:
+            n = len(block)
+            if n <= max_line and block.startswith(b"data:") and b"\n" not in block:
+                v = 6 if n > 5 and block[5] == 32 else 5  # one space after the colon is dropped
+                try:
+                    text = block[v:].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # the line-by-line path reports where
+                else:
+                    self.last_event_id = last_id
+                    add(SSEEvent(text, None, None, last_id, None, pos, pos + n + 1, 0, (pos + v,)))
+                    pos += n + 2
+                    continue
+            self._process((block + b"\n").splitlines(True) + [b"\n"], pos, out)
+            last_id = self._id_buffer
+            pos += n + 2
+        if rest:
+            self._lines(rest, pos, out)
+
+    def _lines(self, data: bytes, base: int, out: list[SSEEvent]) -> None:
+        """Complete lines of ``data`` (from ``base``) through :meth:`_process`;
+        an unfinished last line waits in the tail."""
         lines = data.splitlines(True)
         last = data[-1]
         if last == 13:
@@ -270,27 +311,35 @@ class SSEParser:
     # -- lines --------------------------------------------------------------
 
     def _process(self, lines: list[bytes], pos: int, out: list[SSEEvent]) -> None:
-        """Interpret complete lines (each with its line end) starting at ``pos``."""
+        """Interpret complete lines (each with its line end) starting at ``pos``.
+
+        The hot path: a ``data:`` line and the blank line that dispatches
+        are handled here with the block's lists in locals; everything else
+        (other fields, comments, over-long lines) goes through the methods
+        below, which keep the block state on ``self``.
+        """
         max_line = self.max_line
+        b_lines, b_data, b_offsets = self._b_lines, self._b_data, self._b_offsets
         for line in lines:
             n = len(line)
             content = line.rstrip(b"\r\n")
             if not content:
                 if self._b_start is not None:
                     self._dispatch(pos, out)
+                    b_lines, b_data, b_offsets = self._b_lines, self._b_data, self._b_offsets
             elif n > max_line and len(content) > max_line:
                 self._drop_line(pos, pos + len(content), content[: self._head])
             else:
                 if self._b_start is None:
                     self._b_start = pos
-                self._b_lines.append(line)
-                if content[0] == 58:  # ':' comment
-                    self._b_comments += 1
-                elif content.startswith(b"data:"):
-                    v = 6 if content.startswith(b" ", 5) else 5
-                    self._b_data.append(content[v:])
-                    self._b_offsets.append(pos + v)
+                b_lines.append(line)
+                if content[:5] == b"data:":
+                    v = 6 if content[5:6] == b" " else 5
+                    b_data.append(content[v:])
+                    b_offsets.append(pos + v)
                     self._b_fields = True
+                elif content[0] == 58:  # ':' comment
+                    self._b_comments += 1
                 else:
                     self._field(content, pos)
             pos += n
@@ -369,10 +418,15 @@ class SSEParser:
     def _dispatch(self, end: int, out: list[SSEEvent]) -> None:
         """A blank line at ``end`` (WHATWG "dispatch the event")."""
         self.last_event_id = self._id_buffer
-        self.comments += self._b_comments
+        if self._b_comments:
+            self.comments += self._b_comments
         if self._b_data or self._b_error is not None or self.emit_empty:
             out.append(self._event(end, bool(self._b_data) or self._b_lost_data))
-        self._reset_block()
+        # _reset_block, inlined: once per event
+        self._b_start = self._b_event = self._b_id = self._b_retry = self._b_error = None
+        self._b_lines, self._b_data, self._b_offsets = [], [], []
+        self._b_comments = 0
+        self._b_fields = self._b_lost_data = False
 
     def _truncated(self, out: list[SSEEvent]) -> None:
         self.comments += self._b_comments

@@ -1,0 +1,87 @@
+"""``check`` over many traces (files, folders, fixtures) with ``-j N`` worker
+processes: results in input order, one exit code (the highest), nothing to
+judge is 2; and one trace's sessions over workers give the same findings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from chatkit_trace.checkcmd import run_check
+from chatkit_trace.cli import main
+
+from .test_cli_check import trace_from_case
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "recordings" / "fixtures" / "myproto"
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chatkit_trace.cli", "check", *args], capture_output=True, text=True,
+                          timeout=240, cwd=cwd)
+
+
+def test_many_traces_in_input_order_with_the_highest_exit(tmp_path):
+    bad = trace_from_case(tmp_path, "CK101-direct")  # an error finding: 1
+    clean = trace_from_case(tmp_path, "clean-myproto")  # 0
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")  # nothing to judge: 2
+    order = [str(clean), str(bad), str(empty), str(clean)]
+    for jobs in ("1", "2"):
+        proc = _cli(*order, "--format", "json", "-j", jobs, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        out = json.loads(proc.stdout)
+        assert [t["trace"] for t in out["traces"]] == order
+        assert [t.get("summary", {}).get("total") for t in out["traces"]] == [0, 1, None, 0]
+        assert "nothing to judge" in out["traces"][2]["error"] or "empty" in out["traces"][2]["error"]
+        assert "empty.db" in proc.stderr
+    proc = _cli(str(clean), str(bad), "-j", "2", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stdout.index(f"== {clean}") < proc.stdout.index(f"== {bad}")
+    assert "2 trace(s): 1 failed (exit 1)" in proc.stdout
+
+
+def test_folders_expand_to_their_traces_and_fixtures(tmp_path, capsys):
+    assert main(["check", str(FIXTURES), "--format", "json", "-j", "1", "--fail-on", "never"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = sorted(str(p) for p in FIXTURES.glob("*.chatkit.json"))
+    assert [t["trace"] for t in out["traces"]] == want and len(want) > 5
+    (tmp_path / "nothing").mkdir()
+    assert main(["check", str(tmp_path / "nothing")]) == 2
+    assert "nothing to judge" in capsys.readouterr().err
+
+
+def test_junit_has_one_suite_per_trace(tmp_path, capsys):
+    bad = trace_from_case(tmp_path, "CK101-direct")
+    clean = trace_from_case(tmp_path, "clean-myproto")
+    assert main(["check", str(bad), str(clean), "--format", "junit"]) == 1
+    root = ET.fromstring(capsys.readouterr().out.split("\n", 1)[1])
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [f"chatkit-trace {bad}", f"chatkit-trace {clean}"]
+    assert suites[0].get("failures") == "1" and suites[1].get("failures") == "0"
+
+
+def test_sessions_over_workers_give_the_same_findings(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from analyze_scaling import generate
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    path = tmp_path / "many-sessions.db"
+    generate(path, 6000)  # 12 sessions with planted bugs
+    one = run_check(str(path), jobs=1)
+    two = run_check(str(path), jobs=2)
+    assert [f.to_json() for f in two.findings] == [f.to_json() for f in one.findings]
+    assert (two.frames, two.facts) == (one.frames, one.facts)
+    assert len({f.session_id for f in one.findings}) > 2
+
+
+def test_jobs_must_not_be_negative(tmp_path, capsys):
+    clean = trace_from_case(tmp_path, "clean-myproto")
+    assert main(["check", str(clean), "-j", "-1"]) == 2
+    assert "--jobs" in capsys.readouterr().err
