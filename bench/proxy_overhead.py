@@ -22,7 +22,20 @@ table shows medians over the reps; the ratios compare ``addon`` with
 run must be in it.
 
 The backend and the proxy run in their own processes (the client runs
-here), so nothing shares a GIL with the proxy except the addon's writer.
+here), so nothing shares a GIL with the proxy.
+
+Load (issue 21): ``--concurrency 50,100,150,200`` runs waves of N
+concurrent paced streams (``--load-events`` 100 events ``--load-gap`` 20 ms
+apart each) instead, interleaved wave by wave through streaming mitmdump
+and mitmdump with the addon (and, with ``--baseline TREE``, with the addon
+of another checkout, e.g. a worktree of main: ``addon@base``), in one run.
+Per configuration and N: TTFE median and p95 over the wave's streams,
+the p99 of every event's latency, medians over ``--waves`` waves, their
+ratios to streaming mitmdump, the events every client received, the frames
+each trace stored, and how long after the wave's last event its facts were
+derived (every run of the wave ``completed`` in the ``runs`` table).
+Targets (issue 21): TTFE median within 1.10x, p99 latency within 1.25x,
+nothing lost, facts derived within a few seconds of the last event.
 """
 
 from __future__ import annotations
@@ -219,6 +232,157 @@ async def bench(
     return results
 
 
+# -- load: N concurrent paced streams per wave ---------------------------------------------------
+
+
+async def one_stream(session, url: str, run_id: str, n: int, gap: float) -> tuple[float, list[float], float]:
+    """(TTFE ms, per-event latencies ms, time of the last event) of one stream; never raises."""
+    t0 = time.time()
+    first = 0.0
+    lat: list[float] = []
+    buf = b""
+    now = t0
+    try:
+        async with session.post(f"{url}/sessions/{run_id}/runs?n={n}&gap={gap}", json={"runId": run_id, "text": "go"}) as r:
+            async for chunk in r.content.iter_any():
+                now = time.time()
+                buf += chunk
+                *events, buf = buf.split(b"\n\n")
+                for ev in events:
+                    i = ev.find(b'"t": ')
+                    if i < 0:
+                        continue
+                    lat.append((now - float(ev[i + 5 : ev.index(b"}", i)])) * 1000.0)
+                    if not first:
+                        first = (now - t0) * 1000.0
+    except Exception as err:  # noqa: BLE001 - counted as lost events below
+        print(f"{run_id}: {type(err).__name__}: {err}", file=sys.stderr)
+    return first, lat, now
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+def derived_count(db: Path, run_ids: list[str]) -> int:
+    """How many of ``run_ids`` the recorder has derived as completed (read-only)."""
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            marks = ",".join("?" * len(run_ids))
+            row = conn.execute(f"SELECT COUNT(*) FROM runs WHERE status = 'completed' AND run_id IN ({marks})", run_ids).fetchone()
+        finally:
+            conn.close()
+        return int(row[0])
+    except sqlite3.Error:
+        return 0
+
+
+async def wait_wave_derived(db: Path, run_ids: list[str], since: float, timeout: float) -> float | None:
+    """Seconds from ``since`` (the wave's last event) until every run is derived; None: not within ``timeout``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if derived_count(db, run_ids) == len(run_ids):
+            return time.time() - since
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def load(
+    urls: dict[str, str], dbs: dict[str, Path], levels: list[int], waves: int, n: int, gap: float,
+    pids: dict[str, int | None], derive_timeout: float,
+) -> dict[tuple[str, int], list[dict[str, float]]]:
+    import aiohttp
+
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    timeout = aiohttp.ClientTimeout(total=600)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False, connector=connector) as session:
+        for cfg, url in urls.items():  # warm-up
+            await asyncio.gather(*(one_stream(session, url, f"warm-{cfg}-{i}", 5, 0.001) for i in range(10)))
+            if cfg in dbs:
+                await wait_wave_derived(dbs[cfg], [f"warm-{cfg}-{i}" for i in range(10)], time.time(), derive_timeout)
+        for level in levels:
+            for wave in range(waves):
+                order = list(urls.items())
+                k = wave % len(order)
+                order = order[k:] + order[:k]  # interleave: each configuration takes each position in turn
+                for cfg, url in order:
+                    ids = [f"{cfg}-c{level}-w{wave}-s{i}" for i in range(level)]
+                    c0 = {p: cpu_ms(pid) for p, pid in pids_of(cfg, pids).items()}
+                    out = await asyncio.gather(*(one_stream(session, url, rid, n, gap) for rid in ids))
+                    ttfe = [o[0] for o in out if o[1]]
+                    lat = [x for o in out for x in o[1]]
+                    last = max(o[2] for o in out)
+                    res = {
+                        "ttfe_med": statistics.median(ttfe) if ttfe else float("nan"),
+                        "ttfe_p95": pct(ttfe, 0.95),
+                        "p99": pct(lat, 0.99),
+                        "received": float(len(lat)),
+                        "expected": float(level * n),
+                    }
+                    cpu = {p: cpu_ms(pid) - c0[p] for p, pid in pids_of(cfg, pids).items()}
+                    res["cpu_proxy"] = cpu.get("proxy", 0.0)
+                    if cfg in dbs:
+                        lag = await wait_wave_derived(dbs[cfg], ids, last, derive_timeout)
+                        res["derived"] = float("nan") if lag is None else lag
+                        cpu = {p: cpu_ms(pid) - c0[p] for p, pid in pids_of(cfg, pids).items()}
+                        res["cpu_recorder"] = sum(v for p, v in cpu.items() if p != "proxy")
+                        res["cpu_proxy_all"] = cpu.get("proxy", 0.0)
+                    results.setdefault((cfg, level), []).append(res)
+                    await asyncio.sleep(0.5)
+                print(f"{level} streams: wave {wave + 1}/{waves} done", file=sys.stderr)
+    return results
+
+
+def pids_of(cfg: str, pids: dict[str, int | None]) -> dict[str, int]:
+    """The proxy's pid and its children's (the recorder's own processes, if any)."""
+    pid = pids.get(cfg)
+    if pid is None:
+        return {}
+    out = {"proxy": pid}
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for c in children:
+        out[f"child-{c}"] = int(c)
+    return out
+
+
+def load_table(results: dict[tuple[str, int], list[dict[str, float]]], configs: list[str], levels: list[int],
+               stored: dict[str, tuple[int, int]], gap: float) -> str:
+    med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in results.items()}
+    lines = [
+        "| streams | events/s | config | TTFE median | TTFE p95 | p99 latency | received | x TTFE median | x TTFE p95 | x p99 | derived after | proxy CPU | recorder CPU |",  # noqa: E501 - a table row
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for level in levels:
+        base = med.get(("mitmdump", level))
+        for cfg in configs:
+            m = med.get((cfg, level))
+            if m is None:
+                continue
+            rs = results[(cfg, level)]
+            received = f"{sum(r['received'] for r in rs):.0f}/{sum(r['expected'] for r in rs):.0f}"
+            ratios = ["-", "-", "-"]
+            if base is not None and cfg != "mitmdump":
+                ratios = [f"x{m[k] / base[k]:.2f}" for k in ("ttfe_med", "ttfe_p95", "p99")]
+            derived = f"{m['derived']:.1f} s" if "derived" in m else "-"
+            rcpu = f"{m['cpu_recorder']:.0f}" if "cpu_recorder" in m else "-"
+            lines.append(
+                f"| {level} | {level / gap:,.0f} | {cfg} | {m['ttfe_med']:.1f} | {m['ttfe_p95']:.1f} | "
+                f"{m['p99']:.1f} | {received} | {' | '.join(ratios)} | {derived} | {m['cpu_proxy']:.0f} | {rcpu} |"
+            )
+    lines.append("")
+    for cfg, (got, want) in stored.items():
+        lines.append(f"{cfg}: {got} of {want} events stored as frames")
+    return "\n".join(lines)
+
+
 def table(results: dict[tuple[str, str], list[dict[str, float]]], workloads: dict[str, tuple[int, float]]) -> str:
     metrics = ("ttfe", "p50", "p99", "total", "cpu")
     med = {k: {m: statistics.median(r[m] for r in v) for m in metrics} for k, v in results.items()}
@@ -259,10 +423,18 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory (trace and logs)")
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="OPTION=VALUE",
                     help="an extra option for the recording mitmdump (e.g. chatkit_derive=off)")
+    ap.add_argument("--concurrency", help="load mode: comma-separated numbers of concurrent paced streams per wave (e.g. 50,100,150,200)")
+    ap.add_argument("--waves", type=int, default=3, help="load mode: waves per configuration and concurrency (default 3)")
+    ap.add_argument("--load-events", type=int, default=100, help="load mode: events per stream (default 100)")
+    ap.add_argument("--load-gap", type=float, default=0.02, help="load mode: seconds between a stream's events (default 0.02)")
+    ap.add_argument("--baseline", help="load mode: another checkout whose addon runs too, as addon@base (e.g. a worktree of main)")
+    ap.add_argument("--derive-timeout", type=float, default=120.0, help="load mode: longest wait for a wave's facts (s)")
     args = ap.parse_args()
     if args.serve:
         serve(args.serve)
         return 0
+    if args.concurrency:
+        return main_load(args)
     workloads = {"paced": (args.paced, 0.005), "burst": (args.burst, 0.0)}
     work = Path(tempfile.mkdtemp(prefix="chatkit-bench-"))
     db = work / "bench.db"
@@ -314,6 +486,78 @@ def main() -> int:
     finally:
         for p in procs:
             stop(p)
+
+
+def main_load(args: argparse.Namespace) -> int:
+    levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    work = Path(tempfile.mkdtemp(prefix="chatkit-load-"))
+    up = free_port()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(start([sys.executable, __file__, "--serve", str(up)], up, work / "backend.log"))
+        common = [args.mitmdump, "-q", "--listen-host", "127.0.0.1", "--mode", f"reverse:http://127.0.0.1:{up}"]
+        urls: dict[str, str] = {}
+        dbs: dict[str, Path] = {}
+        pids: dict[str, int | None] = {}
+        addons: dict[str, subprocess.Popen[bytes]] = {}
+        port = free_port()
+        p = start([*common, "-p", str(port), "--set", "stream_large_bodies=1"], port, work / "mitmdump.log")
+        procs.append(p)
+        urls["mitmdump"], pids["mitmdump"] = f"http://127.0.0.1:{port}", p.pid
+        trees = {"addon": (REPO, None)}
+        if args.baseline:
+            base = Path(args.baseline).resolve()
+            trees["addon@base"] = (base, str(base))
+        for cfg, (tree, pythonpath) in trees.items():
+            port = free_port()
+            db = work / f"{cfg.replace('@', '-')}.db"
+            env = dict(os.environ)
+            if pythonpath:
+                env["PYTHONPATH"] = pythonpath  # its chatkit_trace before the installed one
+            out = (work / f"{cfg.replace('@', '-')}.log").open("wb")
+            proc = subprocess.Popen(
+                [*common, "-p", str(port), "-s", str(tree / "chatkit_trace" / "addon.py"), "--set", f"chatkit_db={db}",
+                 "--set", "chatkit_profile=myproto", *(x for kv in args.sets for x in ("--set", kv))],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+            )
+            wait_port(port, proc)
+            procs.append(proc)
+            addons[cfg] = proc
+            urls[cfg], pids[cfg], dbs[cfg] = f"http://127.0.0.1:{port}", proc.pid, db
+        time.sleep(1.5)  # the scripts load after the ports open
+        t0 = time.time()
+        results = asyncio.run(load(urls, dbs, levels, args.waves, args.load_events, args.load_gap, pids, args.derive_timeout))
+        elapsed = time.time() - t0
+        stored: dict[str, tuple[int, int]] = {}
+        codes = {}
+        for cfg, proc in addons.items():
+            codes[cfg] = stop(proc)
+            procs.remove(proc)
+            from chatkit_trace.store import TraceStore
+
+            store = TraceStore(dbs[cfg], readonly=True)
+            want = 10 * 5 + sum(level * args.load_events * args.waves for level in levels)
+            stored[cfg] = (store.frame_count(), want)
+        import mitmproxy.version
+
+        print(f"chatkit-trace proxy load: mitmproxy {mitmproxy.version.VERSION}, Python {sys.version.split()[0]}, "
+              f"{os.cpu_count()} CPUs, {elapsed:.0f} s; {args.waves} interleaved waves per configuration; "
+              f"{args.load_events} events {args.load_gap * 1000:g} ms apart per stream; ms unless stated; CPU in ms per wave")
+        print(load_table(results, list(urls), levels, stored, args.load_gap))
+        print(f"addon exit codes: {codes}")
+        if args.keep:
+            print(f"work directory: {work}")
+        lost = any(got != want for got, want in stored.values()) or any(
+            r["received"] != r["expected"] for rs in results.values() for r in rs
+        )
+        return 1 if lost else 0
+    finally:
+        for proc in procs:
+            stop(proc)
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(work, ignore_errors=True)  # the traces of a run are hundreds of MB
 
 
 if __name__ == "__main__":

@@ -154,6 +154,7 @@ class ViewerApp(App[None]):
         self._quiet_polls = 0
         self._reanalyse_timer: Any = None
         self.counts = {"frames": 0, "exchanges": 0}
+        self.behind = 0  # frames the recorder's deriver has not derived yet
 
     @property
     def source_path(self) -> str:
@@ -167,6 +168,7 @@ class ViewerApp(App[None]):
         if self.initial_theme:
             self.theme = self.initial_theme
         self.counts = self.data.counts()
+        self.behind = self._backlog()
         self.analysed = self.data.has_derived()
         self.findings_known = self.data.has_findings()
         self.live = self.data.recording_pid() is not None
@@ -304,6 +306,7 @@ class ViewerApp(App[None]):
             self._quiet_polls = 0
             self.data.invalidate()
             self.counts = self.data.counts()
+            self.behind = self._backlog()
             self.analysed = self.data.has_derived() or self.analysed
             self.post_message(TraceChanged())
         else:
@@ -316,6 +319,12 @@ class ViewerApp(App[None]):
                 ):
                     self.live = False
                     self.refresh_titles()
+
+    def _backlog(self) -> int:
+        try:
+            return self.data.derivation_backlog()
+        except Exception:  # noqa: BLE001 - the title then says nothing about it
+            return 0
 
     def on_trace_changed(self, message: TraceChanged) -> None:
         """New frames: show them now; findings (which the recorder does not derive) follow by a
@@ -392,6 +401,8 @@ class ViewerApp(App[None]):
             parts.append("[$text-muted]not analysed (a: analyse)[/]")
         if self.live:
             parts.append("[$text-warning b]● live[/]")
+        if self.behind:
+            parts.append(f"[$text-warning]derivation behind by {self.behind} frame{'s' if self.behind != 1 else ''}[/]")
         return markup("  ".join(parts))
 
     def refresh_titles(self) -> None:

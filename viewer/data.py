@@ -465,6 +465,10 @@ class TraceData:
     def counts(self) -> dict[str, int]:
         return self.reader.counts()
 
+    def derivation_backlog(self) -> int:
+        """Frames the recorder stored and its deriver has not derived yet (0: caught up)."""
+        return self.reader.derivation_backlog()
+
     def has_derived(self) -> bool:
         return self.reader.has_derived()
 

@@ -373,7 +373,7 @@ class SessionReplayer:
         events before it (up to the cache's size) are kept, the earlier ones
         are fast-forwarded (no snapshot, no moment: a jump to the end of a long
         run costs the replay alone).  The cyclic GC waits meanwhile (the
-        pipeline's reason: :mod:`chatkit_trace._gc`)."""
+        pipeline's reason: :mod:`chatkit_trace.core._gc`)."""
         last: Moment | None = None
         t = time.perf_counter()
         n = 0

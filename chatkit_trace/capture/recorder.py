@@ -3,10 +3,13 @@
 Loaded by ``chatkit_trace/addon.py`` (``mitmdump -s …``, ``mitmweb -s …``,
 ``chatkit-trace record``).  Everything here runs on mitmproxy's one event
 loop, so it does as little as it can: it copies references to what it sees
-(request line, headers, bodies, response chunks, WebSocket messages) onto
-the writer thread's queue (:mod:`chatkit_trace.capture.writer`) with a
-timestamp, and returns.  Decoding, parsing, matching routes, redaction,
-SQLite and deriving facts all happen on the writer thread.
+(request line, headers, bodies, response chunks, WebSocket messages) with a
+timestamp into the hand-off to the writer process
+(:mod:`chatkit_trace.capture.link`), and returns.  Decoding, parsing,
+matching routes, redaction and SQLite happen in the writer process
+(:mod:`chatkit_trace.capture.writer`); deriving facts in the deriver
+process (:mod:`chatkit_trace.capture.deriver`): neither shares the proxy's
+interpreter.
 
 Rules (docs/recording.md; mitmproxy.md "Pitfalls"):
 
@@ -17,9 +20,10 @@ Rules (docs/recording.md; mitmproxy.md "Pitfalls"):
   it.  Ordinary JSON responses stay unstreamed, so mitmweb still shows them.
 * Nothing raises into mitmproxy: every hook body is wrapped; a failure is
   stored as a capture error (once per kind and flow) and logged once.
-* The queue is bounded by a count (``chatkit_queue``): when the writer falls
-  behind, the *copy* of a chunk is dropped, never the chunk, and the
-  exchange records how many chunks and bytes it lost.
+* The hand-off is bounded by a count (``chatkit_queue``): when the writer
+  process does not take what is handed to it, the *copy* of a chunk is
+  dropped, never the chunk, and the exchange records how many chunks and
+  bytes it lost.
 * Options carry the ``chatkit_`` prefix and are checked in ``configure``,
   which raises ``OptionsError`` (mitmproxy prints it and refuses to start).
 """
@@ -39,8 +43,8 @@ from typing import Any
 from mitmproxy import ctx, exceptions, hooks, http
 
 from ..wire import NDJSON_CONTENT_TYPES, content_transport
-from .messages import CaptureErrorMessage, Chunk, Configure, End, Gap, Request, RequestBody, ResponseHead, WsMessage
-from .writer import Writer, WriterConfig, end_kind
+from .link import Link, LinkError, current_tuning
+from .writer import WriterConfig, end_kind, make_redactor
 
 __all__ = ["OPTIONS", "Recorder", "parse_duration", "stream_transport"]
 
@@ -92,16 +96,24 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
         int,
         20000,
         (
-            "chatkit-trace: most chunks/messages waiting for the writer thread; beyond it the recorder drops its copy "
-            "(never the traffic) and the trace says how much."
+            "chatkit-trace: most chunks/messages waiting to be handed to the writer process; beyond it the recorder "
+            "drops its copy (never the traffic) and the trace says how much."
         ),
     ),
     "chatkit_derive": (
         str,
         "live",
         (
-            "chatkit-trace: derive facts while recording (live: when idle, one log line per finished run), only at "
-            "shutdown (end), or never (off; run `chatkit-trace redecode` later)."
+            "chatkit-trace: derive facts while recording (live: in a process of its own, one log line per finished "
+            "run), only at shutdown (end), or never (off; run `chatkit-trace redecode` later)."
+        ),
+    ),
+    "chatkit_derive_wait": (
+        int,
+        30,
+        (
+            "chatkit-trace: seconds a clean stop waits for the facts still to derive; what is left is derived by the "
+            "next recording into the same file (or `chatkit-trace redecode`)."
         ),
     ),
     "chatkit_ws_abnormal_close": (
@@ -160,17 +172,17 @@ def stream_transport(response: http.Response, method: str = "GET") -> str | None
 
 
 class _Tap:
-    """The stream callable of one response: timestamp, enqueue, return the chunk.
+    """The stream callable of one response: timestamp, hand off, return the chunk.
 
     It must never lose or change a chunk (mitmproxy.md: a raising callable
     silently loses that chunk for the user), so everything it does is inside
     ``try`` and the chunk it returns is the object it was given.  When the
-    writer's backlog is at its limit the copy is dropped and counted.
+    hand-off's backlog is at its limit the copy is dropped and counted.
     """
 
     __slots__ = ("dropped", "dropped_bytes", "fail", "fid", "gap", "inner", "rec", "writer")
 
-    def __init__(self, fid: str, writer: Writer, rec: Recorder, inner: Callable[[bytes], Any] | None) -> None:
+    def __init__(self, fid: str, writer: Link, rec: Recorder, inner: Callable[[bytes], Any] | None) -> None:
         self.fid = fid
         self.writer = writer
         self.rec = rec
@@ -195,9 +207,8 @@ class _Tap:
                 if w.produced - w.consumed < w.limit:
                     if self.gap:
                         self.gap = False
-                        w.put(Gap("gap", self.fid, self.dropped, self.dropped_bytes))
-                    w.produced += 1
-                    w.q.put(Chunk("c", self.fid, time.time(), chunk))
+                        w.put(("gap", self.fid, self.dropped, self.dropped_bytes))
+                    w.put(("c", self.fid, time.time(), chunk))
                 else:
                     self.dropped += 1
                     self.dropped_bytes += len(chunk)
@@ -211,10 +222,11 @@ class Recorder:
     """Records chat traffic into a chatkit-trace SQLite file (module docstring)."""
 
     def __init__(self) -> None:
-        self.writer: Writer | None = None
+        self.writer: Link | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.test_raise: frozenset[str] = frozenset()
         self._config: WriterConfig | None = None
+        self._redactor: Any = None  # masks this side's own log lines when the writer is gone
         self._started: set[str] = set()  # flows whose request was queued
         self._headed: set[str] = set()  # flows whose response head was queued
         self._streamed: dict[str, _Tap] = {}
@@ -240,11 +252,12 @@ class Recorder:
         self._config = config
         self.test_raise = config.test_raise
         if self.writer is not None and old is not None and old.db == config.db and self.writer.is_alive():
-            self.writer.put(Configure("cfg", config))
+            self.writer.reconfigure(config)
             return
         self._start_writer(config)
 
     def _build_config(self, opts: Any) -> WriterConfig:
+        # long-function: one mitmproxy option after another into the writer's settings, each with its one-line error
         errors: list[str] = []
         if opts.chatkit_queue < 1:
             errors.append(f"chatkit_queue must be at least 1, not {opts.chatkit_queue}")
@@ -257,6 +270,8 @@ class Recorder:
             max_age = 0.0
         if opts.chatkit_derive not in DERIVE_MODES:
             errors.append(f"chatkit_derive must be one of {', '.join(DERIVE_MODES)}, not {opts.chatkit_derive!r}")
+        if opts.chatkit_derive_wait < 0:
+            errors.append(f"chatkit_derive_wait must be 0 or more seconds, not {opts.chatkit_derive_wait}")
         raises = frozenset(x.strip() for x in opts.chatkit_test_raise.split(",") if x.strip())
         if raises - set(TEST_RAISE):
             errors.append(f"chatkit_test_raise: unknown {', '.join(sorted(raises - set(TEST_RAISE)))} (use {', '.join(TEST_RAISE)})")
@@ -279,11 +294,12 @@ class Recorder:
         redactor = None
         if not opts.chatkit_keep_secrets and not errors:
             try:
-                redactor = _make_redactor(profile, opts.chatkit_redact)
+                redactor = make_redactor(profile, opts.chatkit_redact)
             except Exception as err:  # noqa: BLE001 - e.g. a bad name list
                 errors.append(f"chatkit_redact: {err}")
         if errors:
             raise exceptions.OptionsError("; ".join(errors))
+        self._redactor = redactor
         meta = {
             "profile": getattr(profile, "name", None),
             "protocol": getattr(profile, "protocol", None),
@@ -294,26 +310,29 @@ class Recorder:
         return WriterConfig(
             db=os.path.abspath(db),
             profile=profile,
-            redactor=redactor,
+            redact=opts.chatkit_redact,
+            keep_secrets=bool(opts.chatkit_keep_secrets or redactor is None),
             queue_limit=opts.chatkit_queue,
             max_db_bytes=opts.chatkit_max_db_mb * 1024 * 1024,
             max_age=max_age,
             derive=opts.chatkit_derive,
+            derive_wait=float(opts.chatkit_derive_wait),
             test_raise=raises,
             recorder_meta=meta,
+            tuning=current_tuning(),
         )
 
     def _start_writer(self, config: WriterConfig) -> None:
         if self.writer is not None:
-            self.writer.stop()
-        writer = Writer(config, notify=self._notify, mark=self._mark_flows)
-        writer.start()
-        if not writer.ready.wait(30):
-            raise exceptions.OptionsError(f"chatkit_db: timed out opening {config.db}")
-        if writer.open_error is not None:
-            self.writer = None
-            raise exceptions.OptionsError(f"chatkit_db: cannot record into {config.db}: {writer.open_error}")
-        self.writer = writer
+            old, self.writer = self.writer, None
+            old.stop()
+        link = Link(config, on_mark=self._mark_flows)
+        try:
+            link.start()
+        except LinkError as err:
+            raise exceptions.OptionsError(f"chatkit_db: cannot record into {config.db}: {err}") from None
+        link.attach(self.loop)
+        self.writer = link
         self._started.clear()
         self._headed.clear()
         self._streamed.clear()
@@ -331,17 +350,16 @@ class Recorder:
             self.loop = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+        if self.writer is not None:
+            self.writer.attach(self.loop)
 
     def done(self) -> None:
+        """Stop: the writer stores what it received, the deriver derives what
+        is queued, each within its bound (:meth:`Link.stop`)."""
         writer, self.writer = self.writer, None
         if writer is not None:
             try:
                 writer.stop()
-                if writer.is_alive():
-                    logger.warning(
-                        "chatkit-trace: still deriving facts at shutdown; everything received is stored, "
-                        f"run `chatkit-trace redecode {writer.config.db}` for the facts"
-                    )
             except Exception as err:  # noqa: BLE001
                 logger.warning(f"chatkit-trace: error while flushing the recording: {err}")
 
@@ -362,9 +380,9 @@ class Recorder:
             if w is not None and w.is_alive() and (key not in self._error_keys or text is not None):
                 # The writer stores and logs it after everything queued before: by
                 # then it has learned this flow's secrets and masks them (issue 16).
-                w.put(CaptureErrorMessage("err", fid, where, message if key not in self._error_keys else None, text))
+                w.put(("err", fid, where, message if key not in self._error_keys else None, text))
             elif text is not None:
-                red = self._config.redactor if self._config is not None else None
+                red = self._redactor
                 logger.warning(red.scrub_text(text) if red is not None else text)
             self._error_keys.add(key)
         except Exception:  # noqa: BLE001, S110 - the last line of defence
@@ -376,12 +394,12 @@ class Recorder:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _queue_request(self, w: Writer, flow: http.HTTPFlow) -> None:
+    def _queue_request(self, w: Link, flow: http.HTTPFlow) -> None:
         if flow.id in self._started:
             return
         self._started.add(flow.id)
         req = flow.request
-        w.put(Request("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
+        w.put(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """The exchange exists from its first byte (even if its body never arrives)."""
@@ -402,7 +420,7 @@ class Recorder:
             self._hook_check()
             self._queue_request(w, flow)
             req = flow.request
-            w.put(RequestBody("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
+            w.put(("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
         except Exception as err:  # noqa: BLE001
             self._failed("request", err, flow.id)
 
@@ -423,16 +441,16 @@ class Recorder:
                 resp.stream = tap
                 self._streamed[flow.id] = tap
             self._headed.add(flow.id)
-            w.put(ResponseHead("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
+            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
         except Exception as err:  # noqa: BLE001
             self._failed("responseheaders", err, flow.id)
 
-    def _queue_head(self, w: Writer, flow: http.HTTPFlow) -> None:
+    def _queue_head(self, w: Link, flow: http.HTTPFlow) -> None:
         """A response that skipped ``responseheaders`` (made by another addon, e.g. map_local)."""
         resp = flow.response
         if resp is not None and flow.id not in self._headed:
             self._headed.add(flow.id)
-            w.put(ResponseHead("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
+            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
 
     def response(self, flow: http.HTTPFlow) -> None:
         w = self.writer
@@ -448,7 +466,7 @@ class Recorder:
             resp = flow.response
             body = None if tap is not None or resp is None else resp.raw_content
             t = (resp.timestamp_end if resp is not None else None) or time.time()
-            w.put(End("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
+            w.put(("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("response", err, flow.id)
         finally:
@@ -471,7 +489,7 @@ class Recorder:
             body = None
             if resp is not None and tap is None and resp.raw_content:
                 body = resp.raw_content
-            w.put(End("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
+            w.put(("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("error", err, flow.id)
         finally:
@@ -499,8 +517,7 @@ class Recorder:
             self._hook_check()
             msg = flow.websocket.messages[-1]
             if w.produced - w.consumed < w.limit:
-                w.produced += 1
-                w.q.put(WsMessage("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
+                w.put(("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
             else:
                 tap = self._streamed.get(flow.id)
                 if tap is None:
@@ -531,22 +548,14 @@ class Recorder:
                 end = end_kind(error, had_response=True)
             t = (ws.timestamp_end if ws is not None else None) or time.time()
             notes.update(_addon_notes(flow) or {})
-            w.put(End("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
+            w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
         except Exception as err:  # noqa: BLE001
             self._failed("websocket_end", err, flow.id)
         finally:
             self._started.discard(flow.id)
             self._headed.discard(flow.id)
 
-    # ------------------------------------------------------------------ writer -> loop
-
-    def _notify(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the event loop (called from the writer thread)."""
-        loop = self.loop
-        if loop is None or loop.is_closed():
-            fn()
-            return
-        loop.call_soon_threadsafe(_safe(fn))
+    # ------------------------------------------------------------------ deriver -> loop
 
     def _mark_flows(self, fids: Sequence[str], marker: str, comment: str) -> None:
         """On the loop: mark a finished run's flows and comment them (mitmweb's view)."""
@@ -583,16 +592,6 @@ def _dropped(tap: _Tap | None) -> tuple[int, int] | None:
     return (tap.dropped, tap.dropped_bytes)
 
 
-def _safe(fn: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            fn()
-        except Exception as err:  # noqa: BLE001 - never raise into the loop
-            logger.warning(f"chatkit-trace: {err}")
-
-    return run
-
-
 def _mitmproxy_version() -> str:
     try:
         from mitmproxy.version import VERSION
@@ -601,17 +600,3 @@ def _mitmproxy_version() -> str:
     except Exception:  # noqa: BLE001
         return "unknown"
 
-
-def _make_redactor(profile: Any, extra: str) -> Any:
-    """The redactor: the profile's rules (or the defaults) plus the ``chatkit_redact`` names.
-
-    ``None`` when the rules say to keep secrets (``keep`` in the names, or
-    the profile's ``redact.keep_secrets``).
-    """
-    from .profiles import RedactConfig
-    from .redact import Redactor
-
-    rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
-    if rules.keep_secrets:
-        return None
-    return Redactor(rules)

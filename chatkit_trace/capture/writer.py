@@ -1,38 +1,45 @@
-"""The recorder's writer thread: everything slow happens here, off the proxy's loop.
+"""The recorder's writer process: everything between the proxy's bytes and the trace file.
 
 Theory of operation
 -------------------
 mitmproxy runs every hook and every stream callable on one asyncio event
 loop (docs: mitmproxy.md section 7), so anything that blocks there delays
-every connection.  The loop side (:mod:`chatkit_trace.capture.recorder`)
-therefore only timestamps what it sees and puts it on a queue; this thread
-owns the SQLite connection and does the rest::
+every connection, and anything that computes there (or in a thread of the
+proxy's process, which shares its interpreter) takes the proxy's time.
+The loop side (:mod:`chatkit_trace.capture.recorder`) therefore only
+timestamps what it sees and hands it to this process through a pipe
+(:mod:`chatkit_trace.capture.link`); this process owns the raw side of the
+SQLite file and does the rest::
 
-    loop:   hook / stream callable --put--> SimpleQueue (bounded by a count)
-    writer: get, drain what is waiting --> one transaction per batch (WAL)
-              per flow: Content-Encoding decoder -> SSE parser / NDJSON
-              splitter -> frames; requests matched against the route profile
-              and redacted; exchanges finalised when their flow ends
-            when idle: re-derive the sessions whose flows changed (the
-              derive engine, :class:`chatkit_trace.derive.Deriver`: the
-              adapter and the Core), write the derived tables, log one line
-              per finished run and ask the loop to mark that run's flows in
-              mitmweb
+    proxy:   hook / stream callable --> batch --pipe--> reader thread
+    writer:  Writer thread: take what is queued --> one transaction per batch
+               per flow: Content-Encoding decoder -> SSE parser / NDJSON
+               splitter -> frames; requests matched against the route
+               profile and redacted; exchanges finalised when their flow
+               ends; caps; every session whose rows changed is queued
+               for the deriver (``derive_queue``) in the same transaction
+    deriver: a third process (:mod:`chatkit_trace.capture.deriver`) follows
+               the file and derives the queued sessions
 
-Queue messages are tuples, first item the kind (the loop side builds them,
-see ``Recorder``): ``req`` (request line and headers), ``body`` (the request
+Storing raw frames never waits for derivation: when the deriver falls
+behind, frames are stored all the same and the queue says what is left.
+
+Messages are tuples, first item the kind (the loop side builds them, see
+``Recorder``): ``req`` (request line and headers), ``body`` (the request
 body), ``head`` (response status and headers, and how it is recorded),
 ``c`` (a response chunk, still content-encoded), ``gap`` (the loop dropped
-chunks of this flow because the queue was full), ``ws`` (a WebSocket
+chunks of this flow because its buffer was full), ``ws`` (a WebSocket
 message), ``end`` (the flow ended: complete, reset, client-gone, timeout,
 error), ``err`` (a capture error caught on the loop), ``cfg`` (new options),
-``sync`` (commit and signal an event: tests, ``done``) and ``None`` (stop).
+``derivation`` (the deriver's state, when the proxy learned it: it died),
+``sync`` (commit and signal an event or answer a token: tests, ``done``)
+and ``None`` (stop).
 
-The bound: ``produced`` is only written by the loop and ``consumed`` only by
-this thread, so ``produced - consumed`` is the backlog without a lock.  Data
-messages (chunks, WebSocket messages) are dropped on the loop when the
-backlog reaches the limit; control messages never are (they are few and
-small), so every exchange is finalised and says how much of it was lost.
+The bound: ``produced`` is only written by the reader and ``consumed`` only
+by the writer thread, so ``produced - consumed`` is the backlog without a
+lock; the reader stops reading the pipe while it is over
+``BACKLOG_FACTOR`` times ``chatkit_queue``, so the pipe fills and the proxy
+keeps (and at its own bound drops, counting) its copies instead.
 
 Nothing here may raise out of :meth:`Writer.run`: a failure while handling
 one message becomes a stored capture error (and one log line per kind), and
@@ -73,7 +80,6 @@ from .identity import (
     resolve_from_event,
     resolve_from_response,
 )
-from .messages import CaptureErrorMessage, Chunk, Configure, End, Gap, Message, Request, RequestBody, ResponseHead, Sync, WsMessage
 
 __all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
 
@@ -89,15 +95,17 @@ BATCH_WAIT = 0.02
 #: Chunks are parsed when the writer is quiet, when their flow ends, or at
 #: the latest when the oldest unparsed chunk of a flow is this old or its
 #: unparsed bytes reach PARSE_BYTES.  Every event still gets the arrival
-#: time of the chunk that completed it.
-PARSE_LAG = 0.5
+#: time of the chunk that completed it.  (This process shares no interpreter
+#: with the proxy: nothing to wait for.)
+PARSE_LAG = 0.0
 PARSE_BYTES = 4 * 1024 * 1024
-#: Derive facts after this much idle time (at least the last derivation's
-#: duration), or at the latest after MAX_LAG.
-IDLE_DERIVE = 0.3
-MAX_LAG = 30.0
 #: How often the caps (size, age) are checked.
 CAP_INTERVAL = 2.0
+#: The reader stops taking messages off the pipe while this many times
+#: ``chatkit_queue`` wait for the writer thread (memory bound).
+BACKLOG_FACTOR = 10
+#: Module constants the proxy sends with the options (tests tune them there).
+TUNABLE = ("MAX_BODY_BYTES", "BATCH_ITEMS", "BATCH_WAIT", "PARSE_LAG", "PARSE_BYTES", "CAP_INTERVAL", "EVENT_ID_TRIES")
 #: Frames of one exchange tried for ids its route takes from the events.
 EVENT_ID_TRIES = 64
 
@@ -108,14 +116,46 @@ class WriterConfig:
 
     db: str
     profile: Any = None  # a capture.profiles.Profile, or None: record without identity
-    redactor: Any = None  # a capture.redact.Redactor, or None: keep secrets
+    redact: str = ""  # chatkit_redact: extra names, comma-separated
+    keep_secrets: bool = False  # chatkit_keep_secrets
     queue_limit: int = 20000
     max_db_bytes: int = 0  # 0: no cap
     max_age: float = 0.0  # seconds, 0: no cap
     derive: str = "live"  # live | end | off
+    derive_wait: float = 30.0  # seconds a clean stop waits for the deriver
     test_raise: frozenset[str] = frozenset()
     #: what to store in the meta table about this recording
     recorder_meta: dict[str, Any] = field(default_factory=dict)
+    #: module constants of the writer and the deriver, as the proxy has them
+    tuning: dict[str, Any] = field(default_factory=dict)
+
+    def make_redactor(self) -> Any:
+        """The redactor of these options (None: secrets are kept)."""
+        if self.keep_secrets:
+            return None
+        return make_redactor(self.profile, self.redact)
+
+
+def make_redactor(profile: Any, extra: str) -> Any:
+    """The redactor: the profile's rules (or the defaults) plus the ``chatkit_redact`` names.
+
+    ``None`` when the rules say to keep secrets (``keep`` in the names, or
+    the profile's ``redact.keep_secrets``).
+    """
+    from .profiles import RedactConfig
+    from .redact import Redactor
+
+    rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
+    if rules.keep_secrets:
+        return None
+    return Redactor(rules)
+
+
+def apply_tuning(module: Any, tuning: dict[str, Any], names: Sequence[str]) -> None:
+    """Set the module constants ``names`` the proxy sent (``WriterConfig.tuning``)."""
+    for name in names:
+        if name in tuning:
+            setattr(module, name, tuning[name])
 
 
 def end_kind(message: str, *, had_response: bool) -> str:
@@ -230,30 +270,23 @@ class _Flow:
 
 
 class Writer(threading.Thread):
-    """The single writer of one recording (see the module docstring).
+    """The single writer of one recording's raw side (see the module docstring).
 
     Args:
         config: options, see :class:`WriterConfig`.
-        notify: called from this thread with a zero-argument function to run
-            on the proxy's event loop (log lines, marks); ``None`` runs them
+        emit: called from this thread with a message for the proxy
+            (``("log", level, text)``, ``("synced", token)``); ``None`` logs
             here.
-        mark: ``mark(flow_ids, marker, comment)``, run through ``notify`` on
-            the loop, marks a finished run's flows (mitmweb).
     """
 
-    def __init__(
-        self,
-        config: WriterConfig,
-        notify: Callable[[Callable[[], None]], None] | None = None,
-        mark: Callable[[list[str], str, str], None] | None = None,
-    ) -> None:
+    def __init__(self, config: WriterConfig, emit: Callable[[Any], None] | None = None) -> None:
         super().__init__(name="chatkit-trace-writer", daemon=True)
         self.config = config
-        self.notify = notify
-        self.mark_flows = mark
+        self.emit = emit
+        self.redactor: Any = config.make_redactor()
         self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.limit = max(1, config.queue_limit)
-        self.produced = 0  # written by the loop only
+        self.produced = 0  # written by the reader only
         self.consumed = 0  # written by this thread only
         self.ready = threading.Event()
         self.open_error: str | None = None
@@ -265,10 +298,10 @@ class Writer(threading.Thread):
         self.flow_of: dict[int, str] = {}  # exchange index -> flow id (for marks)
         self.open_indexes: set[int] = set()
         self.frames: list[Frame] = []
-        self.dirty_sessions: set[str | None] = set()
-        self.dirty_since: float | None = None
-        self.logged_runs: dict[tuple[str, str], tuple[Any, ...]] = {}
-        self.adapter: Any = None
+        #: sessions changed in this batch -> frames added (the deriver's queue)
+        self.touched: dict[str | None, int] = {}
+        self.seq = 0  # grows with every batch that queues sessions
+        self.backlog: tuple[int, int] = (0, 0)
         self.orphans = 0
         self.errors_seen: Counter[str] = Counter()
         self.stored_errors: set[tuple[str, str | None]] = set()
@@ -278,16 +311,15 @@ class Writer(threading.Thread):
         self.last_cap_check = 0.0
         self.unparsed: set[_Flow] = set()
         self.recorded_bytes = 0  # the recorded data's size (chatkit_max_db_mb), kept up to date
-        self.derive_cost = 0.0  # seconds the last derivation took
         self.stopped = threading.Event()
         self.scrub_memo: weakref.WeakKeyDictionary[_Flow, dict[str, Any]] = weakref.WeakKeyDictionary()
         #: the unmatched-stream hint was logged (once per recording)
         self.hinted = False
 
-    # ------------------------------------------------------------------ loop side API
+    # ------------------------------------------------------------------ the feeding side
 
-    def put(self, item: Message | None) -> None:
-        """Queue a control message (never dropped).  Called on the loop."""
+    def put(self, item: Any) -> None:
+        """Queue a message (the reader thread; tests)."""
         self.produced += 1
         self.q.put(item)
 
@@ -296,7 +328,7 @@ class Writer(threading.Thread):
         if not self.is_alive():
             return False
         done = threading.Event()
-        self.put(Sync("sync", done))
+        self.put(("sync", done))
         return done.wait(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -333,6 +365,8 @@ class Writer(threading.Thread):
         os.makedirs(parent, exist_ok=True)
         self.store = TraceStore(path, create=True)
         self.next_index = self.store.next_exchange_index()
+        #: (sessions, frames) an earlier recording left underived (its deriver died)
+        self.backlog = self.store.derivation_backlog()
         self.recorded_bytes = self._recorded_bytes()
         meta = dict(self.config.recorder_meta)
         meta["started_at"] = time.time()
@@ -343,26 +377,14 @@ class Writer(threading.Thread):
         self._configure(self.config)
 
     def _configure(self, config: WriterConfig) -> None:
-        old = self.config.redactor
-        if config.redactor is not None and old is not None:
-            config.redactor.adopt(old)  # one recording: what was learned stays learned
+        if config is not self.config:
+            old = self.redactor
+            self.redactor = config.make_redactor()
+            if self.redactor is not None and old is not None:
+                self.redactor.adopt(old)  # one recording: what was learned stays learned
         self.config = config
         self.limit = max(1, config.queue_limit)
-        self.adapter = None
-        profile = config.profile
         self._write_meta(config)
-        if profile is not None and config.derive != "off":
-            try:
-                self.adapter = profile.create_adapter()
-            except Exception as err:  # noqa: BLE001
-                self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
-                # Loud, once: every later command needs the adapter too (docs/recording.md).
-                # (A warning: mitmdump exits on an error logged during its startup.)
-                self._log(logging.WARNING, f"chatkit-trace: ERROR: cannot import the adapter {profile.protocol!r} of "
-                          f"profile {profile.name!r} ({type(err).__name__}: {err}). Every exchange is still recorded, "
-                          "but no run is decoded or judged: install the adapter into this Python "
-                          f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "
-                          f"`chatkit-trace redecode {config.db}`; runs, check, view and the fixtures' pytest need it too")
 
     def _write_meta(self, config: WriterConfig) -> None:
         """The meta keys readers use (docs/trace-format.md): which profile, protocol and
@@ -377,8 +399,10 @@ class Writer(threading.Thread):
                 store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
             except Exception:  # noqa: BLE001, S110 - a profile object without pydantic: the name suffices
                 pass
-        store.set_meta("redaction", "off" if config.redactor is None else "on")
+        store.set_meta("redaction", "off" if self.redactor is None else "on")
         store.set_meta("source", {"kind": "record", **config.recorder_meta})
+        if config.derive == "off":
+            store.set_meta("derivation", {"mode": "off", "state": "off", "at": time.time()})
         store.commit()
 
     def _loop(self) -> None:
@@ -391,8 +415,7 @@ class Writer(threading.Thread):
                 self._idle()
                 continue
             items = [item]
-            # Traffic starts: let the loop serve the new flow's first round trip
-            # (TTFE) before taking the GIL; then take what is queued every BATCH_WAIT.
+            # Let a batch gather: one transaction every BATCH_WAIT while traffic flows.
             time.sleep(BATCH_WAIT)
             while True:
                 try:
@@ -410,25 +433,18 @@ class Writer(threading.Thread):
                 time.sleep(BATCH_WAIT)
 
     def _idle_timeout(self) -> float | None:
-        if self.dirty_sessions and self.config.derive == "live":
-            return max(IDLE_DERIVE, min(self.derive_cost, 10.0))
         if self.config.max_age or self.config.max_db_bytes:
             return CAP_INTERVAL
         return None
 
     def _idle(self) -> None:
-        try:
-            self._check_caps()
-            if self.config.derive == "live":
-                self._derive()
-        except Exception as err:  # noqa: BLE001
-            self._internal_error("derive", err)
+        self._idle_caps()
 
     def _batch(self, items: list[Any]) -> bool:
         """Handle ``items`` in one transaction; ``True`` when told to stop."""
         store = self.store
         stop = False
-        syncs: list[threading.Event] = []
+        syncs: list[Any] = []
         try:
             store.begin()
         except sqlite3.Error as err:
@@ -448,12 +464,13 @@ class Writer(threading.Thread):
         self.consumed += len(items)
         self._parse_pending(force=stop or bool(syncs))
         self._commit()
-        if self.config.derive == "live" and self.dirty_since is not None and time.time() - self.dirty_since > MAX_LAG:
-            self._idle()
-        elif (self.config.max_age or self.config.max_db_bytes) and time.time() - self.last_cap_check > CAP_INTERVAL:
+        if (self.config.max_age or self.config.max_db_bytes) and time.time() - self.last_cap_check > CAP_INTERVAL:
             self._idle_caps()
         for ev in syncs:
-            ev.set()
+            if isinstance(ev, threading.Event):
+                ev.set()
+            else:
+                self._emit(("synced", ev))
         return stop
 
     def _idle_caps(self) -> None:
@@ -478,12 +495,18 @@ class Writer(threading.Thread):
                 if st.dirty:
                     st.dirty = False
                     store.add_exchange(st.ex, with_frames=False)
+            if self.touched:
+                if self.config.derive != "off":
+                    self.seq += 1
+                    store.queue_derivation(self.touched, self.seq)
+                self.touched = {}
             done = [fid for fid, st in self.flows.items() if st.ended and st.assigned]
             for fid in done:
                 del self.flows[fid]
             store.commit()
         except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
             self.frames = []
+            self.touched = {}
             try:
                 store.rollback()
             except Exception:  # noqa: BLE001, S110 - the batch is lost either way
@@ -494,7 +517,7 @@ class Writer(threading.Thread):
         """Mask learned secrets and token shapes in every frame and exchange row
         about to be written (capture/secrets.py): nothing unmasked reaches the
         file, its WAL or free pages.  Lengths are kept; the exchange notes where."""
-        red = self.config.redactor
+        red = self.redactor
         if red is None:
             return
         from .redact import note_scrubbed
@@ -517,38 +540,44 @@ class Writer(threading.Thread):
 
     # ------------------------------------------------------------------ messages
 
-    def _handle(self, kind: str, item: Message) -> None:
-        match item:
-            case Chunk():
-                self._chunk(item)
-            case Request():
-                self._request(item)
-            case RequestBody():
-                self._request_body(item)
-            case ResponseHead():
-                self._response_head(item)
-            case WsMessage():
-                self._ws(item)
-            case End():
-                self._end(item)
-            case Gap():
-                self._gap(item)
-            case CaptureErrorMessage():
-                st = self.flows.get(item.flow_id) if item.flow_id else None
-                if item.message is not None:
-                    self._capture_error(item.where, item.message, fid=item.flow_id, exchange_id=st.ex.index if st else None)
-                if item.log:
-                    self._log(logging.WARNING, item.log)  # the loop's error, masked here (in queue order)
-            case Configure():
-                self._configure(item.config)
-            case _:
-                raise ValueError(f"unknown queue message {kind!r}")
+    def _handle(self, kind: str, item: tuple[Any, ...]) -> None:
+        if kind == "c":
+            self._chunk(item)
+        elif kind == "req":
+            self._request(item)
+        elif kind == "body":
+            self._request_body(item)
+        elif kind == "head":
+            self._response_head(item)
+        elif kind == "ws":
+            self._ws(item)
+        elif kind == "end":
+            self._end(item)
+        elif kind == "gap":
+            self._gap(item)
+        elif kind == "err":
+            _, fid, where, message, *log = item
+            st = self.flows.get(fid) if fid else None
+            if message is not None:
+                self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
+            if log and log[0]:
+                self._log(logging.WARNING, log[0])  # the loop's error, masked here (in queue order)
+        elif kind == "cfg":
+            self._configure(item[1])
+        elif kind == "derivation":
+            # The proxy saw the deriver die: the trace says so (derivation resumes
+            # at the next recording into this file, or with redecode).
+            _, state, message = item
+            self.store.set_meta("derivation", state)
+            self._capture_error("deriver", message)
+        else:
+            raise ValueError(f"unknown queue message {kind!r}")
 
     def _maybe_raise(self) -> None:
         if "writer" in self.config.test_raise:
             raise _InjectedFault("chatkit_test_raise=writer: injected writer failure")
 
-    def _request(self, item: Request) -> None:
+    def _request(self, item: tuple[Any, ...]) -> None:
         _, fid, t, method, url, fields = item
         if fid in self.flows:
             return
@@ -557,7 +586,7 @@ class Writer(threading.Thread):
         headers = _pairs(fields)
         ex = Exchange(index, method=method, url=url, started_at=t, flow_id=fid)
         st = _Flow(fid, ex, raw_url=url, raw_headers=headers)
-        red = self.config.redactor
+        red = self.redactor
         if red is not None:
             ex.url = red.redact_url(url)
             if ex.url != url:
@@ -571,7 +600,7 @@ class Writer(threading.Thread):
         self.open_indexes.add(index)
         self.ident_queue.append(st)
 
-    def _request_body(self, item: RequestBody) -> None:
+    def _request_body(self, item: tuple[Any, ...]) -> None:
         _, fid, raw, encoding, streamed = item
         st = self.flows.get(fid)
         if st is None:
@@ -591,7 +620,7 @@ class Writer(threading.Thread):
             if len(stored) > MAX_BODY_BYTES:
                 st.ex.notes["request_body_truncated"] = len(stored)
                 stored = stored[:MAX_BODY_BYTES]
-            red = self.config.redactor
+            red = self.redactor
             if red is not None:
                 before = stored
                 stored = red.redact_body(stored, _header(st.raw_headers, "content-type"))
@@ -642,9 +671,9 @@ class Writer(threading.Thread):
             apply_match(ex, m)
             st.dirty = True
             if ex.capability is not None:
-                self._touch(ex.session_id)
+                self._touch(ex.session_id, st.frame_count)
 
-    def _response_head(self, item: ResponseHead) -> None:
+    def _response_head(self, item: tuple[Any, ...]) -> None:
         _, fid, t, status, fields, transport = item
         st = self.flows.get(fid)
         if st is None:
@@ -654,7 +683,7 @@ class Writer(threading.Thread):
             self._match(st)
         headers = _pairs(fields)
         st.response_headers = headers
-        red = self.config.redactor
+        red = self.redactor
         ex = st.ex
         ex.status = status
         if red is not None:
@@ -712,19 +741,19 @@ class Writer(threading.Thread):
         st.frame_count += 1
         if st.assigned:
             if st.ex.capability is not None:
-                self._touch(st.ex.session_id)
+                self._touch(st.ex.session_id, 1)
         elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES:
             st.event_tries += 1
             value, err = event_json(frame)
             if err is None:
                 st.match = resolve_from_event(st.match, value)
 
-    def _touch(self, session_id: str | None) -> None:
-        self.dirty_sessions.add(session_id)
-        if self.dirty_since is None:
-            self.dirty_since = time.time()
+    def _touch(self, session_id: str | None, frames: int = 0) -> None:
+        """The session's rows changed (``frames`` more frames): queued for the
+        deriver with this batch (``derive_queue``)."""
+        self.touched[session_id] = self.touched.get(session_id, 0) + frames
 
-    def _chunk(self, item: Chunk) -> None:
+    def _chunk(self, item: tuple[Any, ...]) -> None:
         _, fid, t, chunk = item
         st = self.flows.get(fid)
         if st is None or st.ended:
@@ -791,7 +820,7 @@ class Writer(threading.Thread):
                 st.copy += data[:room]
             st.copy_lost += max(0, len(data) - max(room, 0))
 
-    def _gap(self, item: Gap) -> None:
+    def _gap(self, item: tuple[Any, ...]) -> None:
         """The loop dropped chunks of this flow: what follows is not contiguous."""
         _, fid, _chunks, nbytes = item
         st = self.flows.get(fid)
@@ -820,7 +849,7 @@ class Writer(threading.Thread):
         elif isinstance(st.parser, NDJSONSplitter):
             st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame)
 
-    def _ws(self, item: WsMessage) -> None:
+    def _ws(self, item: tuple[Any, ...]) -> None:
         _, fid, t, content, is_text, from_client = item
         st = self.flows.get(fid)
         if st is None or st.ended:
@@ -833,13 +862,13 @@ class Writer(threading.Thread):
             if st.match is None:
                 self._hint_unmatched(st)
         frame = ws_frame(content, is_text, from_client, t, st.ex.index, st.next_frame)
-        if self.config.redactor is not None and from_client and frame.text:
+        if self.redactor is not None and from_client and frame.text:
             # Client messages may authenticate (a first "auth" frame); server
             # events are the recording's source of truth and stay as they are.
             [frame] = self._redact_frames(st.ex, [frame], None)
         self._add_frame(st, frame)
 
-    def _end(self, item: End) -> None:
+    def _end(self, item: tuple[Any, ...]) -> None:
         _, fid, t, end, error, body, notes, dropped = item
         st = self.flows.get(fid)
         if st is None or st.ended:
@@ -906,7 +935,7 @@ class Writer(threading.Thread):
         frames = []
         if ex.transport in (None, "body") and st.frame_count == 0:
             frames = output_frames(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
-        red = self.config.redactor
+        red = self.redactor
         ctype = _header(st.response_headers, "content-type")
         if red is not None:
             before = data
@@ -925,7 +954,7 @@ class Writer(threading.Thread):
 
     def _redact_frames(self, ex: Exchange, frames: list[Frame], ctype: str | None) -> list[Frame]:
         """Body frames and client messages, redacted exactly as ``Redactor.redact_exchange`` does on import."""
-        red = self.config.redactor
+        red = self.redactor
         probe = Exchange(ex.index, response_headers=[("content-type", ctype)] if ctype else [], frames=frames)
         done = red.redact_exchange(probe)
         for where in done.notes.get("redacted", ()):
@@ -956,8 +985,8 @@ class Writer(threading.Thread):
         if key in self.stored_errors:
             return
         self.stored_errors.add(key)
-        if self.config.redactor is not None:
-            message = self.config.redactor.scrub_text(message)
+        if self.redactor is not None:
+            message = self.redactor.scrub_text(message)
         try:
             self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
         except Exception:  # noqa: BLE001, S110 - nowhere left to store it
@@ -975,15 +1004,22 @@ class Writer(threading.Thread):
                       f"the traffic is not affected: {message}\n{tb}")
 
     def _log(self, level: int, message: str) -> None:
-        if self.config.redactor is not None:
-            message = self.config.redactor.scrub_text(message)
-        if self.notify is not None:
-            try:
-                self.notify(lambda: logger.log(level, message))
-                return
-            except Exception:  # noqa: BLE001, S110 - the loop is gone: log from here
-                pass
+        """A log line for the proxy's log (masked here: it may quote traffic)."""
+        if self.redactor is not None:
+            message = self.redactor.scrub_text(message)
+        if self.emit is not None:
+            self._emit(("log", level, message))
+            return
         logger.log(level, message)
+
+    def _emit(self, message: Any) -> None:
+        emit = self.emit
+        if emit is None:
+            return
+        try:
+            emit(message)
+        except Exception:  # noqa: BLE001, S110 - the proxy is gone: nobody to tell
+            pass
 
     # ------------------------------------------------------------------ caps
 
@@ -1034,124 +1070,22 @@ class Writer(threading.Thread):
             self.flow_of.pop(i, None)
         for _, sid in rows:
             self._touch(sid)
-        if self.config.derive == "off":
-            self.dirty_sessions.clear()
-            self.dirty_since = None
+        self._queue_touched()
 
-    # ------------------------------------------------------------------ derivation
-
-    def _derive(self, *, final: bool = False) -> None:
-        """Re-derive the sessions that changed and replace their derived rows.
-
-        Only those sessions are replayed and rewritten (sessions are
-        independent Cores), so a long recording costs what its busiest
-        session costs, not the whole file.  The derive engine is the one
-        ``check`` runs (:class:`chatkit_trace.derive.Deriver`).
-        """
-        if not self.dirty_sessions or self.adapter is None:
-            self.dirty_sessions.clear()
-            self.dirty_since = None
-            return
-        from ..derive import Deriver
-
-        started = time.monotonic()
-        dirty = self.dirty_sessions
-        self.dirty_sessions = set()
-        self.dirty_since = None
-        deriver = Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
-        # a socket several sessions share is re-derived for all of them at once
-        dirty = deriver.together(dirty)
-        shared = deriver.shared_sockets()
-        for sid in sorted(dirty, key=lambda s: (s is None, s or "")):
-            d = deriver.session(sid, analyse=False)
-            # a shared socket's rows are its sessions' own (replaced by session, not by exchange)
-            ids = [ex.index for ex in d.exchanges if ex.index not in shared]
-            self.store.write_derived(d.rows() if d.exchanges else {}, sessions=d.names, exchanges=ids)
-            if d.exchanges:
-                self._report_runs(d, self._findings(deriver, d), final=final)
-        self.derive_cost = time.monotonic() - started
-
-    def _findings(self, deriver: Any, derived: Any) -> list[Any]:
-        """The session's findings, by the analysis ``check`` runs (so the
-        per-run log line and ``check`` say the same thing)."""
-        try:
-            return deriver.analyse(derived)  # type: ignore[no-any-return]
-        except Exception as err:  # noqa: BLE001 - the log line then says so
-            self._internal_error("analyze", err)
-            return []
-
-    def _report_runs(self, derived: Any, findings: list[Any] | None = None, *, final: bool) -> None:
-        """One log line per finished run, with its findings as ``check`` reports
-        them (and a mitmweb mark on its flows); logged again when they change."""
-        per_finding: dict[tuple[Any, Any], list[Any]] = {}
-        for f in findings or ():
-            per_finding.setdefault((f.session_id, f.run_id), []).append(f)
-        for run in derived.runs():
-            view, exchanges = run.view, run.exchanges
-            still_open = any(i in self.open_indexes for i in exchanges)
-            if not view.terminal and still_open and not final:
-                continue
-            rejected = run.rejections
-            outcome = self._outcome(view, derived.replay, exchanges)
-            mine = sorted(per_finding.get((run.session_id, view.id), []), key=lambda f: (f.severity != "error", f.severity, f.code))
-            codes = tuple(dict.fromkeys(f"{f.code} {f.severity}" for f in mine))
-            signature = (outcome, run.facts, tuple(sorted(rejected.items())), codes)
-            key = (run.session_id, view.id)
-            if self.logged_runs.get(key) == signature:
-                continue
-            self.logged_runs[key] = signature
-            if rejected:
-                rej = ", ".join(f"{reason} {n}" for reason, n in sorted(rejected.items()))
-                rej_text = f"{sum(rejected.values())} rejected ({rej})"
-            else:
-                rej_text = "no rejections"
-            found = f"findings: {', '.join(codes)}" if codes else "no findings"
-            summary = f"session {run.session_id} run {view.id}: {outcome}, {run.facts} facts, {rej_text}; {found}"
-            self._log(logging.INFO, f"chatkit-trace: {summary}")
-            marker = self._marker(view, rejected, mine)
-            fids = [self.flow_of[i] for i in exchanges if i in self.flow_of]
-            self._mark(fids, marker, summary)
-
-    @staticmethod
-    def _outcome(view: Any, r: Any, exchanges: list[int]) -> str:
-        if view.status == "failed" and view.error is not None:
-            code = getattr(view.error, "code", None)
-            return f"failed ({code})" if code else "failed"
-        if view.status == "interrupted" and view.interrupt_reason:
-            return f"interrupted ({view.interrupt_reason})"
-        if view.terminal:
-            return str(view.status)
-        ends = [r.exchanges[i].exchange.end for i in exchanges if i in r.exchanges]
-        cut = [e for e in ends if e and e != "complete"]
-        if cut:
-            return f"no conclusion (connection {cut[-1]})"
-        if view.connection == "disconnected":
-            return "no conclusion (stream ended)"
-        return str(view.status)
-
-    @staticmethod
-    def _marker(view: Any, rejected: Counter[str], findings: Sequence[Any] = ()) -> str:
-        if view.status == "failed":
-            return ":x:"
-        if rejected or any(f.severity == "error" for f in findings):
-            return ":warning:"
-        if view.terminal:
-            return ":white_check_mark:"
-        return ":hourglass:"
-
-    def _mark(self, fids: list[str], marker: str, comment: str) -> None:
-        mark = self.mark_flows
-        if mark is None or not fids or self.notify is None:
-            return
-        try:
-            self.notify(lambda: mark(fids, marker, comment))
-        except Exception:  # noqa: BLE001, S110 - the loop is gone
-            pass
+    def _queue_touched(self) -> None:
+        """Queue the touched sessions for the deriver now (outside a batch)."""
+        if self.touched and self.config.derive != "off":
+            self.seq += 1
+            self.store.queue_derivation(self.touched, self.seq)
+            self.store.commit()
+        self.touched = {}
 
     # ------------------------------------------------------------------ shutdown
 
     def _shutdown(self) -> None:
-        """Flows still open become ``end='open'``; derive once more; close."""
+        """Flows still open become ``end='open'``; the caps once more; close
+        (the deriver derives what is queued: the proxy tells it when this
+        process is done)."""
         store = self.store
         if store is None:
             return
@@ -1171,6 +1105,8 @@ class Writer(threading.Thread):
                 ex.end = "open"
                 st.ended = True
                 st.dirty = True
+                if st.assigned and ex.capability is not None:
+                    self._touch(ex.session_id)
             self._assign_ready(force=True)
             self._commit()
         except Exception as err:  # noqa: BLE001
@@ -1183,18 +1119,15 @@ class Writer(threading.Thread):
             store.commit()
         except Exception as err:  # noqa: BLE001
             self._internal_error("shutdown", err)
-        if self.config.derive != "off":
-            try:
-                self.open_indexes.clear()
-                self._derive(final=True)
-                # Flows finalised at shutdown count towards the caps too: check once more.
-                self._check_caps(force=True)
-                if self.dirty_sessions:
-                    self._derive(final=True)
-            except Exception as err:  # noqa: BLE001
-                self._internal_error("derive", err)
+        try:
+            # Flows finalised at shutdown count towards the caps too: check once more.
+            self.open_indexes.clear()
+            self._check_caps(force=True)
+            self._queue_touched()
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("caps", err)
         if self.drops["chunks"]:
-            self._log(logging.WARNING, f"chatkit-trace: the writer fell behind: {self.drops['chunks']} chunk(s), "
+            self._log(logging.WARNING, f"chatkit-trace: the writer process fell behind: {self.drops['chunks']} chunk(s), "
                       f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
                       "(the traffic itself was not affected); raise chatkit_queue to keep more")
         store.settle()  # one file after a clean stop: no -wal/-shm next to the trace
@@ -1207,3 +1140,122 @@ def _drop_match(st: _Flow) -> None:
     st.match = None
     if st.ex.notes.get("identity") == "pending":
         del st.ex.notes["identity"]
+
+
+# ---------------------------------------------------------------------------- the writer process
+
+
+def serve(inp: int, out: int) -> int:
+    # long-function: the writer process's loop: its messages in order, the stop and the final commit in one place
+    """The writer process (``python -m chatkit_trace.capture._child writer``).
+
+    Reads messages from ``inp`` (the proxy's pipe): ``("hello", sys_path)``,
+    ``("cfg", WriterConfig)``, then batches (lists) of the messages of the
+    module docstring; answers on ``out``: ``("ready", info)`` or
+    ``("open_error", text)``, then log lines and sync replies, and
+    ``("stopped", stats)`` at the end.  The pipe's end (the proxy stopped or
+    died) or SIGTERM stop it like ``None``: every open flow is finalised as
+    ``open``, the file committed and settled.
+    """
+    import signal
+
+    from ._pipe import Unpacker, pack, write_all
+
+    lock = threading.Lock()
+
+    def emit(message: Any) -> None:
+        data = pack(message)
+        with lock:
+            write_all(out, data)
+
+    stream = _Stream(inp, Unpacker())
+    hello = stream.next()
+    if hello is None or hello[0] != "hello":
+        return 2
+    for p in hello[1]:
+        if p not in sys.path:
+            sys.path.append(p)  # the proxy's import paths: a module:Class adapter imports here too
+    cfg = stream.next()
+    if cfg is None or cfg[0] != "cfg":
+        return 2
+    config: WriterConfig = cfg[1]
+    apply_tuning(sys.modules[__name__], config.tuning, TUNABLE)
+    _lower_priority(config.tuning.get("WRITER_NICE", 0))
+    writer = Writer(config, emit=emit)
+    writer.start()
+    writer.ready.wait()
+    if writer.open_error is not None:
+        emit(("open_error", writer.open_error))
+        return 1
+    emit(("ready", {"pid": os.getpid(), "next_index": writer.next_index, "backlog": writer.backlog}))
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, on_term)
+    limit = max(1, config.queue_limit) * BACKLOG_FACTOR
+    try:
+        while True:
+            batch = stream.next()
+            if batch is None:
+                break
+            if isinstance(batch, list):
+                items = batch
+            else:
+                items = [batch]
+            for item in items:
+                writer.produced += 1
+                writer.q.put(item)
+                if isinstance(item, tuple) and item and item[0] == "cfg":
+                    limit = max(1, item[1].queue_limit) * BACKLOG_FACTOR
+            while writer.produced - writer.consumed > limit and writer.is_alive():
+                time.sleep(0.01)  # memory bound: let the pipe fill, the proxy keeps (or drops) its copies
+            if items and items[-1] is None:
+                break
+    except _Stop:
+        pass
+    writer.q.put(None)
+    writer.join()
+    stats = {"queue_dropped": writer.drops, "orphans": writer.orphans, "errors": sum(writer.errors_seen.values())}
+    try:
+        emit(("stopped", stats))
+    except OSError:
+        pass
+    return 0
+
+
+class _Stop(Exception):
+    """SIGTERM: stop as if the pipe ended."""
+
+
+class _Stream:
+    """Messages off a blocking pipe, one at a time."""
+
+    def __init__(self, fd: int, unpacker: Any) -> None:
+        self.fd = fd
+        self.unpacker = unpacker
+        self.ready: deque[Any] = deque()
+        self.ended = False
+
+    def next(self) -> Any:
+        while not self.ready:
+            if self.ended:
+                return None
+            try:
+                data = os.read(self.fd, 1 << 20)
+            except OSError:
+                data = b""
+            if not data:
+                self.ended = True
+                return None
+            self.ready.extend(self.unpacker.feed(data))
+        return self.ready.popleft()
+
+
+def _lower_priority(nice: int) -> None:
+    """Give the proxy the CPU first (``os.nice``; best effort)."""
+    if nice:
+        try:
+            os.nice(nice)
+        except (AttributeError, OSError):
+            pass

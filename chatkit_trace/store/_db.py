@@ -19,6 +19,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,19 @@ from ..errors import TraceFormatError
 from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ..wire.frames import loads
-from ._schema import DERIVED_TABLES, MIGRATIONS, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
+from ._schema import DERIVED_TABLES, MIGRATIONS, QUEUE_TABLE, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
-__all__ = ["ALL", "TraceStore", "TraceFormatError", "frame_id", "parse_frame_id", "frame_from_row", "exchange_from_row", "FRAME_COLUMNS"]
+__all__ = [
+    "ALL",
+    "TraceStore",
+    "TraceFormatError",
+    "PendingDerivation",
+    "frame_id",
+    "parse_frame_id",
+    "frame_from_row",
+    "exchange_from_row",
+    "FRAME_COLUMNS",
+]
 
 
 def frame_id(exchange_index: int, frame_index: int) -> str:
@@ -188,6 +199,25 @@ def exchange_from_row(row: dict[str, Any]) -> Exchange:
         flow_id=row["flow_id"],
         notes=_loads(row["notes"], {}),
     )
+
+
+@dataclass(frozen=True)
+class PendingDerivation:
+    """A session the recorder's writer changed and its deriver has not
+    derived since (a ``derive_queue`` row): ``seq`` identifies the change,
+    ``since`` when the oldest underived change was stored, ``frames`` how
+    many frames were stored since, ``open`` whether one of the session's
+    exchanges is still streaming."""
+
+    session_id: str | None
+    seq: int
+    since: float
+    frames: int
+    open: bool = False
+
+
+def _queue_key(session_id: str | None) -> str:
+    return "-" if session_id is None else "s:" + session_id
 
 
 #: Every session: :meth:`TraceStore.exchanges` without a session filter.
@@ -511,13 +541,16 @@ class TraceStore:
     def clear_derived(self, *, sessions: Iterable[str] | None = None, exchanges: Iterable[int] = ()) -> None:
         """Delete derived rows (not committed: :meth:`write_derived` commits).
 
-        Everything, findings included, by default; with ``sessions``, only
-        the rows of those sessions and of ``exchanges`` (the recorder
-        re-derives the sessions that changed)."""
+        Everything, findings included, by default (and the recorder's
+        derivation queue: whoever clears everything derives everything);
+        with ``sessions``, only the rows of those sessions and of
+        ``exchanges`` (the recorder re-derives the sessions that changed)."""
         conn = self.db.conn
         if sessions is None:
             for table in DERIVED_TABLES:
                 conn.execute(f"DELETE FROM {table}")
+            if self._has_queue():
+                conn.execute(f"DELETE FROM {QUEUE_TABLE}")
             return
         names = sorted(sessions)
         marks = ",".join("?" * len(names))
@@ -534,6 +567,7 @@ class TraceStore:
         *,
         sessions: Iterable[str] | None = None,
         exchanges: Iterable[int] = (),
+        done: PendingDerivation | None = None,
     ) -> None:
         """Add plain rows (column -> value) to the derived tables, in one
         transaction; with ``sessions``, those sessions' rows (and the rows of
@@ -541,9 +575,13 @@ class TraceStore:
         their order (``seq`` is assigned on insert).  ``history_reads`` is
         keyed by exchange: of a socket's several history reads (messages on
         it, of one session or several) the first is kept; the analysis
-        compares every read from the replay itself."""
+        compares every read from the replay itself.  ``done``: the queued
+        change these rows derive (the recorder's deriver), settled in the
+        same transaction."""
         conn = self.db.conn
         with conn:
+            if done is not None:
+                self._settle_derivation(done, time.time())
             if sessions is not None:
                 self.clear_derived(sessions=sessions, exchanges=exchanges)
             for table, items in rows.items():
@@ -557,6 +595,82 @@ class TraceStore:
         with self.db.conn:
             self.db.execute("DELETE FROM findings")
             self.db["findings"].insert_all(dict(r) for r in rows)
+
+    # ------------------------------------------------------------------ the recorder's derivation queue
+
+    def queue_derivation(self, frames_by_session: Mapping[str | None, int], seq: int, *, at: float | None = None) -> None:
+        """The writer changed these sessions (adding so many frames each): queue
+        them for the deriver, in the writer's transaction (not committed here).
+        ``seq`` must grow with every call of one writer."""
+        if not frames_by_session:
+            return
+        now = time.time() if at is None else at
+        self.db.conn.executemany(
+            f"INSERT INTO {QUEUE_TABLE} (key, session_id, seq, since, frames) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET seq = excluded.seq, frames = frames + excluded.frames",
+            [(_queue_key(sid), sid, seq, now, n) for sid, n in frames_by_session.items()],
+        )
+
+    def derive_pending(self, session: Any = ALL) -> list[PendingDerivation]:
+        """The queued sessions (or the one ``session``), oldest change first,
+        each saying whether one of its exchanges is still open (no end yet)."""
+        conn = self.db.conn
+        if not self._has_queue():
+            return []  # a schema-1 trace opened read-only
+        sql = f"SELECT session_id, seq, since, frames FROM {QUEUE_TABLE}"
+        params: list[Any] = []
+        if session is not ALL:
+            sql += " WHERE key = ?"
+            params.append(_queue_key(session))
+        rows = conn.execute(sql + " ORDER BY since, key", params).fetchall()
+        if not rows:
+            return []
+        open_sessions = {
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT session_id FROM exchanges WHERE ended_at IS NULL AND end IS NULL AND capability IS NOT NULL"
+            )
+        }
+        return [PendingDerivation(sid, seq, since, frames, sid in open_sessions) for sid, seq, since, frames in rows]
+
+    def derivation_backlog(self) -> tuple[int, int]:
+        """``(sessions, frames)`` the deriver has not caught up with (0, 0: none)."""
+        if not self._has_queue():
+            return 0, 0
+        row = self.db.execute(f"SELECT COUNT(*), COALESCE(SUM(frames), 0) FROM {QUEUE_TABLE}").fetchone()
+        return int(row[0]), int(row[1])
+
+    def _settle_derivation(self, done: PendingDerivation, at: float) -> None:
+        """``done`` was derived: off the queue if nothing changed since, else
+        what was derived is subtracted and the rest waits (``since`` = ``at``)."""
+        conn = self.db.conn
+        key = _queue_key(done.session_id)
+        gone = conn.execute(f"DELETE FROM {QUEUE_TABLE} WHERE key = ? AND seq = ?", [key, done.seq]).rowcount
+        if not gone:
+            conn.execute(
+                f"UPDATE {QUEUE_TABLE} SET frames = MAX(0, frames - ?), since = ? WHERE key = ?", [done.frames, at, key]
+            )
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One consistent snapshot for every read inside the block (a read
+        transaction: another connection's commits meanwhile are not seen)."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.commit()
+
+    def _has_queue(self) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [QUEUE_TABLE]).fetchone() is not None
+
+    def data_version(self) -> int:
+        """Changes whenever another connection committed to the file."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def _insert(self, table: str, columns: tuple[str, ...]) -> str:
         known = self._columns.get(table)

@@ -23,6 +23,7 @@ from typing import Any
 from ..trace import Exchange
 from ..wire import Frame
 from ._db import FRAME_COLUMNS, exchange_from_row, frame_from_row
+from ._schema import QUEUE_TABLE
 
 __all__ = ["EXCHANGE_SUMMARY", "TraceReader"]
 
@@ -143,6 +144,15 @@ class TraceReader:
         frames = c.execute("SELECT MAX(rowid) FROM frames").fetchone()[0] or 0
         exchanges = c.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0]
         return {"frames": frames, "exchanges": exchanges}
+
+    def derivation_backlog(self) -> int:
+        """Frames the recorder stored that its deriver has not derived yet (the
+        ``derive_queue``; 0 without one): the live tail's "derivation behind"."""
+        try:
+            row = self._conn().execute(f"SELECT COALESCE(SUM(frames), 0) FROM {QUEUE_TABLE}").fetchone()
+        except sqlite3.Error:  # a trace from before schema 2
+            return 0
+        return int(row[0])
 
     def has_open_stream(self) -> bool:
         """A response stream without an end: the recorder may still be writing."""

@@ -7,6 +7,14 @@ One SQLite file per recording.  Recorded tables (``exchanges``, ``frames``,
 ``check``.  Migrations are registered with sqlite-utils' ``Migrations`` and
 run in order; a file whose schema is newer than this version refuses to
 open with a message that says to upgrade.
+
+``derive_queue`` (schema 2) is the recorder's bookkeeping between its two
+processes (docs/recording.md): the writer names each session whose recorded
+rows changed, with how many frames it added, in the transaction that
+stores them; the deriver takes a session off when its derived rows are
+written (in that transaction).  What is left in it is derivation that has
+not caught up yet: the next recording into the file, or ``redecode``,
+derives it.
 """
 
 from __future__ import annotations
@@ -14,13 +22,15 @@ from __future__ import annotations
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES", "SESSION_TABLES"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES", "SESSION_TABLES", "QUEUE_TABLE"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RECORDED_TABLES = ("meta", "exchanges", "frames", "capture_errors")
 DERIVED_TABLES = ("facts", "frame_results", "runs", "sessions", "history_reads", "findings")
 #: The derived tables whose rows name their session (re-derived a session at a time).
 SESSION_TABLES = ("facts", "frame_results", "runs", "sessions", "history_reads")
+#: The recorder's derivation backlog (schema 2): a session per row.
+QUEUE_TABLE = "derive_queue"
 
 MIGRATIONS = Migrations("chatkit_trace")
 
@@ -173,3 +183,12 @@ def _initial(db: Database) -> None:
     )
     db["findings"].create_index(["session_id", "run_id"])
     db["findings"].create_index(["code"])
+
+
+@MIGRATIONS(name="0002_derive_queue")
+def _derive_queue(db: Database) -> None:
+    # ``key``: "s:" + the session id, "-" for exchanges without one (a primary
+    # key cannot hold NULL once).  ``seq`` grows with every change the writer
+    # stores; ``since``: when the oldest change not derived yet was stored;
+    # ``frames``: frames stored since the session was last derived.
+    db[QUEUE_TABLE].create({"key": str, "session_id": str, "seq": int, "since": float, "frames": int}, pk="key")

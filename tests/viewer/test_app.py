@@ -339,6 +339,28 @@ async def test_live_tail_follows_new_frames(tmp_path):
         assert "new2" in screen.describe_moment()
 
 
+async def test_live_tail_says_how_far_derivation_is_behind(tmp_path):
+    """The recorder's writer queued frames its deriver has not derived yet
+    (derive_queue): the live title says so, and stops saying it once derived."""
+    from textual.widgets import Static
+
+    path = long_trace(tmp_path / "behind.db", 20, done=False)
+    app = ViewerApp(path, poll=0.05, analyse="never")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        title = app.screen.query_one("#title", Static)
+        assert "derivation behind" not in str(title.render())
+        with TraceStore(path) as writer:
+            with writer.transaction():
+                writer.queue_derivation({"s1": 7}, 1)
+        await wait_for(pilot, lambda: "derivation behind by 7 frames" in str(title.render()), what="the backlog")
+        with TraceStore(path) as deriver:
+            [pending] = deriver.derive_pending()
+            deriver.write_derived({}, done=pending)
+        await wait_for(pilot, lambda: "derivation behind" not in str(title.render()), what="caught up")
+        assert app.behind == 0
+
+
 async def test_large_run_renders_only_what_is_visible(tmp_path):
     path = long_trace(tmp_path / "long.db", 6000)
     app = ViewerApp(path, poll=0, analyse="never")
