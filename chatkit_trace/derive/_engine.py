@@ -202,6 +202,8 @@ class Deriver:
         merged = merge_findings(findings, self.store.meta()) if analyse else []
         if write_to is not None and analyse:
             write_to.replace_findings(finding_rows(merged))
+        if write_to is not None:
+            write_to.derived_everything()
         return DeriveResult(merged, counts)
 
 

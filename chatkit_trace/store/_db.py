@@ -590,6 +590,18 @@ class TraceStore:
                 if items:
                     conn.executemany(self._insert(table, tuple(items[0])), [tuple(r.values()) for r in items])
 
+    def derived_everything(self, *, by: str = "redecode") -> None:
+        """Everything was derived again (``redecode``): a recording's meta
+        ``derivation`` left ``incomplete``, ``behind`` or ``stopped`` now
+        says ``complete``, naming what it said before and who completed it
+        (the queue was emptied by :meth:`clear_derived`)."""
+        state = self.get_meta("derivation")
+        if isinstance(state, dict) and state.get("state") not in ("complete", "off", None):
+            settled = {**state, "state": "complete", "frames": 0, "at": time.time(), "by": by, "was": state.get("state")}
+            settled.pop("reason", None)
+            self.set_meta("derivation", settled)
+            self.db.conn.commit()
+
     def replace_findings(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Replace the ``findings`` table with ``rows`` (one transaction)."""
         with self.db.conn:

@@ -143,6 +143,9 @@ async def test_kill_9_of_the_deriver_mid_load_loses_nothing_and_the_next_run_der
     with TraceStore(killed, readonly=True) as store:
         assert store.derivation_backlog() == (0, 0)
         assert {runs_by_id(store)[rid]["status"] for rid in rids} == {"completed"}
+        # meta says so too, and what the killed recording had said
+        state = store.get_meta("derivation")
+        assert state["state"] == "complete" and state["by"] == "redecode" and state["was"] != "complete", state
 
 
 async def test_a_stop_during_load_waits_for_the_deriver_and_loses_nothing(server, proxy, tmp_path):
