@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -99,7 +100,10 @@ def generate(path: Path, frames: int) -> int:
 def check(path: Path, python: str = sys.executable) -> tuple[float, float, int]:
     code = (
         "import resource, sys, time\n"
-        "from chatkit_trace.cli.check import run_check\n"
+        "try:\n"
+        "    from chatkit_trace.cli.check import run_check\n"
+        "except ImportError:  # a baseline from before the cli/ layout\n"
+        "    from chatkit_trace.checkcmd import run_check\n"
         "t = time.perf_counter()\n"
         f"r = run_check({str(path)!r}, store_results=True)\n"
         "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings))\n"
@@ -115,7 +119,11 @@ def main() -> None:
     ap.add_argument("--keep", help="keep the generated traces in this folder")
     ap.add_argument("--python", action="append", default=[], help="also check with this interpreter, interleaved")
     ap.add_argument("--repeat", type=int, default=1, help="checks per interpreter and size (the fastest counts)")
+    ap.add_argument("--generate", nargs=2, metavar=("PATH", "FRAMES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate:
+        print(generate(Path(args.generate[0]), int(args.generate[1])))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="chatkit-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -126,12 +134,28 @@ def main() -> None:
         if path.exists():
             path.unlink()
         t0 = time.perf_counter()
-        frames = generate(path, n)
+        if args.python:
+            # Written by the last baseline's code: a newer trace schema is
+            # one an older chatkit-trace refuses, an older one every
+            # version reads.  (Run as a file, so sys.path[0] is bench/ and
+            # the interpreter imports its own chatkit_trace.)
+            out = subprocess.run([args.python[-1], __file__, "--generate", str(path), str(n)],
+                                 capture_output=True, text=True, check=True, cwd=path.parent)
+            frames = int(out.stdout.split()[-1])
+        else:
+            frames = generate(path, n)
         gen = time.perf_counter() - t0
         best: dict[str, tuple[float, float, int]] = {}
         for _ in range(args.repeat):
             for py in pythons:
-                seconds, peak_mb, findings = check(path, py)
+                # each check on its own copy: check stores its results, and a
+                # newer version upgrades the file to a schema an older refuses
+                work = path.with_name(f"{path.stem}-check.db")
+                shutil.copyfile(path, work)
+                try:
+                    seconds, peak_mb, findings = check(work, py)
+                finally:
+                    work.unlink(missing_ok=True)
                 if py not in best or seconds < best[py][0]:
                     best[py] = (seconds, max(peak_mb, best.get(py, (0, 0, 0))[1]), findings)
         for py in pythons:
