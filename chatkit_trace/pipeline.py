@@ -617,20 +617,11 @@ class Replayer:
         s = self.out.sessions.get(exchange.session_id or DEFAULT_SESSION) or self.session(exchange.session_id)
         stopped = rec.reader_stop is not None
         if frame.error is not None and frame.error.stops_reader:
-            fr.error = frame.error
-            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
-            if not stopped:
-                rec.reader_stop = ("error", frame.index)
+            _reader_error(rec, fr, frame, frame.error, stopped, lost=True)
             return
         value, err = event_json(frame)
         if err is not None:
-            fr.error = err
-            if frame.text is None and not stopped:
-                fr.state = "empty"
-                return
-            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
-            if not stopped:
-                rec.reader_stop = ("error", frame.index)
+            _reader_error(rec, fr, frame, err, stopped)
             return
         if frame.error is not None:
             fr.error = frame.error  # e.g. invalid UTF-8 that JSON still parsed
@@ -703,11 +694,6 @@ class Replayer:
         each frame goes to the session it names, so every session is
         replayed with its own messages only."""
         # long-function: a socket frame routed to its session, event or command, in replay order
-        for other in self.out.sessions.values():
-            if other.pending_live is not None:
-                # a command on the socket (run, stop, history) changes the Core
-                # outside admit: the pending live snapshot is taken first
-                self.settle_live(other)
         sock = self._socket(exchange)
         sid, value, err, command, ident, failed = self._classify(sock, frame)
         parsed = err is None and value is not None and value is not DONE
@@ -722,23 +708,15 @@ class Replayer:
             if command is not None:
                 fr.command = command
                 fr.run_id = command.run_id
+                self.settle_live(s)  # a command changes the Core outside admit: the pending live snapshot first
                 self._command(s, exchange, frame, rec, sock, command)
             return
         stopped = rec.reader_stop is not None
         if frame.error is not None and frame.error.stops_reader:
-            fr.error = frame.error
-            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
-            if not stopped:
-                rec.reader_stop = ("error", frame.index)
+            _reader_error(rec, fr, frame, frame.error, stopped, lost=True)
             return
         if err is not None:
-            fr.error = err
-            if frame.text is None and not stopped:
-                fr.state = "empty"
-                return
-            fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
-            if not stopped:
-                rec.reader_stop = ("error", frame.index)
+            _reader_error(rec, fr, frame, err, stopped)
             return
         if frame.error is not None:
             fr.error = frame.error
@@ -751,6 +729,7 @@ class Replayer:
                 if wsid == sid and sock.rules is not None and sock.rules.answers(rule, value):
                     del sock.waiting[k]
                     fr.state = "history"
+                    self.settle_live(s)  # as for a command: history changes the Core outside admit
                     self.history(s, exchange, rec, reply=value, at=frame.at, frame_index=frame.index)
                     return
         if fr.event_id is None and ident is not None and ident.event_id and exchange.transport == "ws":
@@ -956,6 +935,20 @@ class Replayer:
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+def _reader_error(rec: ExchangeRecord, fr: FrameRecord, frame: Frame, err: Any, stopped: bool, *, lost: bool = False) -> None:
+    """A frame the reader cannot use: its content was lost (``lost``: the
+    frame's own error stops the reader) or it did not parse (``event_json``'s
+    error).  The first such frame stops the reader (R2.5); a frame with no
+    text that did not parse is an empty block."""
+    fr.error = err
+    if not lost and frame.text is None and not stopped:
+        fr.state = "empty"
+        return
+    fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+    if not stopped:
+        rec.reader_stop = ("error", frame.index)
 
 
 def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
