@@ -12,7 +12,6 @@ console error or uncaught exception.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,18 +20,9 @@ import pytest
 
 from chatkit_trace.report import write_report
 
+from ..integration.browser import ARGS, CHROMIUM, chromium
 from ..viewer.conftest import combined_trace, corpus_trace
 
-CHROMIUM = os.environ.get("CHATKIT_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 #: reports made for screenshots carry this generation time (SOURCE_DATE_EPOCH)
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z
 
@@ -45,29 +35,13 @@ def make_report(trace: Path, out: Path | None = None, **kw: Any) -> Path:
     return out
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CHATKIT_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"CHATKIT_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Chromium for one test module: Playwright's sync API runs an event loop in
     this thread while it is open, so it must be closed before another module's
     tests call ``asyncio.run`` (pytest-randomly keeps a module's tests together)."""
-    if not Path(CHROMIUM).exists():
-        _unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 class Guard:
