@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from ..pipeline import STREAMING
 from ._context import Context, analyzer, frame_ref
@@ -48,21 +49,30 @@ def stalls(ctx: Context) -> Iterator[Finding]:
         if ex.exchange.capability == "subscribe" and ex.socket_runs:
             yield from _run_stalls(ex, limit)
             continue
-        frames = _incoming(ex)
-        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
-        if not gaps:
-            continue
-        gap, a, b = max(gaps, key=lambda g: g[0])
-        if gap > limit:
+        stall = _longest_gap(_incoming(ex), limit)
+        if stall is not None:
+            gap, a, b, stalls = stall
             yield make_finding(
                 "CK602",
                 session_id=ex.session_id,
                 run_id=ex.run_id,
                 frames=[frame_ref(ex.exchange.index, b.index), frame_ref(ex.exchange.index, a.index)],
                 message=f"The stream stalled for {gap:.2f} s between two events (threshold {limit:g} s).",
-                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": sum(1 for g in gaps if g[0] > limit)},
+                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": stalls},
                 keys=[ex.exchange.index],
             )
+
+
+def _longest_gap(frames: list, limit: float) -> tuple[float, Any, Any, int] | None:
+    """The longest gap between consecutive frames when it exceeds ``limit``:
+    ``(seconds, frame before, frame after, gaps over the limit)``."""
+    gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
+    if not gaps:
+        return None
+    gap, a, b = max(gaps, key=lambda g: g[0])
+    if gap <= limit:
+        return None
+    return gap, a, b, sum(1 for g in gaps if g[0] > limit)
 
 
 def _run_stalls(ex, limit: float) -> Iterator[Finding]:
@@ -75,17 +85,15 @@ def _run_stalls(ex, limit: float) -> Iterator[Finding]:
             continue
         per_run.setdefault((fr.session_id, fr.run_id), []).append(fr)
     for (sid, run_id), frames in per_run.items():
-        gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
-        if not gaps:
-            continue
-        gap, a, b = max(gaps, key=lambda g: g[0])
-        if gap > limit:
+        stall = _longest_gap(frames, limit)
+        if stall is not None:
+            gap, a, b, stalls = stall
             yield make_finding(
                 "CK602",
                 session_id=sid,
                 run_id=run_id,
                 frames=[frame_ref(b.exchange_index, b.frame_index), frame_ref(a.exchange_index, a.frame_index)],
                 message=f"The stream stalled for {gap:.2f} s between two events of run {run_id} (threshold {limit:g} s).",
-                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": sum(1 for g in gaps if g[0] > limit)},
+                detail={"seconds": round(gap, 3), "threshold": limit, "stalls": stalls},
                 keys=[ex.exchange.index, run_id],
             )
