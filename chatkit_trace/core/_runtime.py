@@ -464,7 +464,6 @@ class ChatCore:
         position: Any = None,
         at: float | None = None,
     ) -> FactResult:
-        # long-function: the delta rule (R2.4) with its rejections in the rule's order, read against docs/rules.md
         """Append text to an existing text or reasoning part (R2.4 ``delta``): O(1)."""
         return self._delta(run_id, event_id, message_id, part_id, delta, session_id, source_sequence)
 
@@ -479,6 +478,7 @@ class ChatCore:
         source_sequence: int | float | None,
     ) -> FactResult:
         """:meth:`emit_delta` with positional arguments (``admit``'s hot path)."""
+        # long-function: the delta rule (R2.4) with its rejections in the rule's order, read against docs/rules.md
         # The hot path: the gate is inlined.
         if self._disposed:
             return _REJ_DISPOSED
