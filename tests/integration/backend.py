@@ -88,25 +88,26 @@ class _Encoder:
         return b""
 
 
-class Backend:
-    """The server (see the module docstring); use :func:`backend`."""
+class ServerThread:
+    """An aiohttp application on its own event loop in a thread, listening on
+    127.0.0.1 (``url``, ``start()``, ``stop()``); a subclass adds its
+    ``routes`` and may cancel its long-lived handlers in ``closing``."""
+
+    name = "backend"
 
     def __init__(self) -> None:
         self.port = free_port()
-        self.sent: dict[str, bytearray] = {}
-        self.seen: list[dict[str, Any]] = []  # requests as the backend saw them
-        self.history: dict[str, list[dict[str, Any]]] = {}
-        self.ws_received: list[Any] = []
-        self.release: dict[str, asyncio.Event] = {}
         self.loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, name="backend", daemon=True)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=self.name, daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    # -- lifecycle ---------------------------------------------------------------------
+    def routes(self, router: web.UrlDispatcher) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
@@ -114,7 +115,41 @@ class Backend:
 
     async def _start(self) -> None:
         app = web.Application()
-        r = app.router
+        self.routes(app.router)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def closing(self) -> None:
+        """Before the server closes: its long-lived handlers end."""
+        for t in list(self._tasks):
+            t.cancel()
+
+    def stop(self) -> None:
+        async def _stop() -> None:
+            await self.closing()
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        try:
+            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+
+
+class Backend(ServerThread):
+    """The server (see the module docstring); use :func:`backend`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict[str, bytearray] = {}
+        self.seen: list[dict[str, Any]] = []  # requests as the backend saw them
+        self.history: dict[str, list[dict[str, Any]]] = {}
+        self.ws_received: list[Any] = []
+        self.release: dict[str, asyncio.Event] = {}
+
+    def routes(self, r: web.UrlDispatcher) -> None:
         r.add_post("/sessions/{sid}/runs", self.run)
         r.add_get("/sessions/{sid}/runs", self.get_history)
         r.add_post("/sessions/{sid}/runs/{rid}/stop", self.stop_run)
@@ -124,20 +159,6 @@ class Backend:
         r.add_post("/ndjson", self.ndjson)
         r.add_get("/plain", self.plain)
         r.add_route("*", "/echo", self.echo)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    def stop(self) -> None:
-        async def _stop() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        try:
-            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
 
     # -- helpers -----------------------------------------------------------------------
 

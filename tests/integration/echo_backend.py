@@ -21,16 +21,14 @@ key is ``X-Test-Key``), so a test can compare with what the client got.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from .backend import _Encoder, free_port, sse
+from .backend import ServerThread, _Encoder, sse
 
 #: Tokens the server makes up itself (not learned from any request): only their shape gives them away.
 SERVER_JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIiwiaWF0IjoxNzAwMDAwMDAwfQ.c2lnbmF0dXJlLWJ5dGVzLTEyMzQ"
@@ -52,41 +50,17 @@ def _encoded(payload: bytes, enc: str | None) -> bytes:
     return coder.step(payload) + coder.end()
 
 
-class EchoBackend:
+class EchoBackend(ServerThread):
+    name = "echo-backend"
+
     def __init__(self) -> None:
-        self.port = free_port()
+        super().__init__()
         self.sent: dict[str, bytes] = {}
-        self.loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._thread = threading.Thread(target=self.loop.run_forever, name="echo-backend", daemon=True)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/sessions/{sid}/runs", self.run)
-        app.router.add_get("/echo", self.echo)
-        app.router.add_get("/ws", self.ws)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    def stop(self) -> None:
-        async def _stop() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        try:
-            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
+    def routes(self, r: web.UrlDispatcher) -> None:
+        r.add_post("/sessions/{sid}/runs", self.run)
+        r.add_get("/echo", self.echo)
+        r.add_get("/ws", self.ws)
 
     async def run(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

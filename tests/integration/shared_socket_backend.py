@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from .backend import free_port
+from .backend import ServerThread
 
 PACE = 0.01
 PIECES = ("Hello", " from", " the socket")
@@ -51,50 +50,23 @@ class _Session:
     seq: int = 0
 
 
-class SharedSocketBackend:
+class SharedSocketBackend(ServerThread):
     """The backend on its own event loop in a thread (``url``, ``stop()``)."""
 
+    name = "shared-socket-backend"
+
     def __init__(self) -> None:
-        self.port = free_port()
+        super().__init__()
         self.sessions: dict[str, _Session] = {}
         self.stops: dict[str, asyncio.Event] = {}
         #: Client messages as the backend received them, in order.
         self.received: list[dict[str, Any]] = []
         #: Every event the backend sent, per session, in order.
         self.sent: dict[str, list[dict[str, Any]]] = {}
-        self.loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="shared-socket-backend", daemon=True)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/ws", self.ws)
-        app.router.add_get("/sessions/{sid}/history", self.history)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    def stop(self) -> None:
-        async def _stop() -> None:
-            for t in list(self._tasks):
-                t.cancel()
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        try:
-            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
+    def routes(self, r: web.UrlDispatcher) -> None:
+        r.add_get("/ws", self.ws)
+        r.add_get("/sessions/{sid}/history", self.history)
 
     def session(self, sid: str) -> _Session:
         s = self.sessions.get(sid)

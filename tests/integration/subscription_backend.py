@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .backend import free_port
+from .backend import ServerThread
 
 MODES = ("correct", "replay", "skip")
 RETRY_MS = 200
@@ -115,56 +114,31 @@ def sse(eid: int, event: dict[str, Any]) -> bytes:
     return f"id: {eid}\ndata: {json.dumps(event)}\n\n".encode()
 
 
-class SubscriptionBackend:
+class SubscriptionBackend(ServerThread):
     """The server (see the module docstring); use :func:`subscription_backend`."""
 
+    name = "subscription-backend"
+
     def __init__(self) -> None:
-        self.port = free_port()
+        super().__init__()
         self.sessions: dict[str, Session] = {}
         #: every subscription request: (session, cursor it carried, mode applied)
         self.subscriptions: list[tuple[str, str | None, str]] = []
-        self.loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="subscription-backend", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(10)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        r = app.router
+    def routes(self, r: web.UrlDispatcher) -> None:
         r.add_get("/page", self.page)
         r.add_post("/api/chat/send", self.send)
         r.add_get("/api/chat/events", self.events)
         r.add_get("/api/chat/sessions/{sid}/runs", self.history)
         r.add_put("/_test/sessions/{sid}", self.set_options)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 
-    def stop(self) -> None:
-        async def _stop() -> None:
-            for s in self.sessions.values():
-                for q in list(s.listeners):
-                    q.put_nowait(None)
-            for t in list(self._tasks):
-                t.cancel()
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        try:
-            asyncio.run_coroutine_threadsafe(_stop(), self.loop).result(10)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
+    async def closing(self) -> None:
+        for s in self.sessions.values():
+            for q in list(s.listeners):
+                q.put_nowait(None)
+        await super().closing()
 
     def configure(self, sid: str, **options: Any) -> None:
         """Set a session's options from the test's thread."""
