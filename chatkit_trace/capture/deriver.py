@@ -347,7 +347,7 @@ def _marker(view: Any, rejected: Counter[str], findings: Sequence[Any] = ()) -> 
 # ---------------------------------------------------------------------------- the deriver process
 
 
-def serve(inp: int, out: int) -> int:
+def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
     # long-function: the deriver process's loop: messages, the file's changes and the queue in one place, in the order they are handled
     """The deriver process (``python -m chatkit_trace.capture._child deriver``).
 
@@ -391,6 +391,8 @@ def serve(inp: int, out: int) -> int:
         live.stop_requested = True
 
     signal.signal(signal.SIGTERM, on_term)
+    if terminated:  # told to stop while starting (_child.TERMINATED)
+        live.stop_requested = True
     final = False
     try:
         while not live.stop_requested:

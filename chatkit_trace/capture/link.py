@@ -438,11 +438,33 @@ class Link:
                 elif self.derivation is not None:
                     logger.info(f"chatkit-trace: derivation {self.derivation.get('state', 'done')} "
                                 f"after {time.monotonic() - start:.1f} s")
+            if self.derivation is None:
+                if d.poll() is None:
+                    self._kill(d)
+                self._say_for_the_deriver(_how(d))
         else:
             self._close_in("deriver")
             self._wait("deriver", 1.0)
         if d.poll() is None:
             self._kill(d)
+
+    def _say_for_the_deriver(self, how: str) -> None:
+        """The deriver ended without its last word (stopped before it had
+        started, or killed after ``DERIVER_TERM``): meta ``derivation`` says
+        what it would have said, so the trace never claims less or more than
+        its backlog."""
+        try:
+            from ..store import TraceStore
+
+            with TraceStore(self.config.db) as store:
+                sessions, frames = store.derivation_backlog()
+                state = {"mode": self.config.derive, "state": "incomplete" if sessions else "complete",
+                         "frames": frames, "sessions": sessions, "reason": f"the deriver {how}", "at": time.time()}
+                with store.transaction():
+                    store.set_meta("derivation", state)
+            self.derivation = state
+        except Exception as err:  # noqa: BLE001
+            logger.warning(f"chatkit-trace: could not record the derivation state in {self.config.db}: {err}")
 
     def _wait(self, role: str, timeout: float) -> bool:
         """Read ``role``'s replies until it exits or ``timeout`` passes; whether it exited."""
