@@ -100,7 +100,7 @@ class Faults:
         needs = [r.text for r in rules if r.target.needs_profile]
         if name and rules:
             try:
-                from chatkit_trace.capture.profiles import load_profile
+                from chatkit_trace.route.profiles import load_profile
 
                 profile = load_profile(name)
             except Exception as err:  # noqa: BLE001 - ProfileError, a missing file …

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .adapters import Adapter
-from .capture.profiles import resolve_adapter
 from .core import ChatkitTraceError
 from .errors import TraceInputError
+from .route.profiles import resolve_adapter
 from .store import TraceStore
 
 __all__ = ["LoadedTrace", "open_trace", "reclassify", "resolve_adapter", "TraceInputError", "kind_of"]

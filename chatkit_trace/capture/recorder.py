@@ -286,7 +286,7 @@ class Recorder:
         profile = None
         if opts.chatkit_profile.strip():
             try:
-                from .profiles import load_profile
+                from ..route.profiles import load_profile
 
                 profile = load_profile(opts.chatkit_profile.strip())
             except Exception as err:  # noqa: BLE001 - ProfileError, a missing file, a bad preset name

@@ -62,6 +62,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..route.identity import (
+    IdentityTracker,
+    apply_match,
+    output_frames,
+    resolve_from_event,
+    resolve_from_response,
+)
 from ..trace import Exchange
 from ..wire import (
     Frame,
@@ -72,13 +79,6 @@ from ..wire import (
     frame_from_sse,
     make_decoder,
     ws_frame,
-)
-from .identity import (
-    IdentityTracker,
-    apply_match,
-    output_frames,
-    resolve_from_event,
-    resolve_from_response,
 )
 
 __all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
@@ -115,7 +115,7 @@ class WriterConfig:
     """What the writer needs from the options (``Recorder.configure`` builds it)."""
 
     db: str
-    profile: Any = None  # a capture.profiles.Profile, or None: record without identity
+    profile: Any = None  # a route.profiles.Profile, or None: record without identity
     redact: str = ""  # chatkit_redact: extra names, comma-separated
     keep_secrets: bool = False  # chatkit_keep_secrets
     queue_limit: int = 20000
@@ -142,8 +142,8 @@ def make_redactor(profile: Any, extra: str) -> Any:
     ``None`` when the rules say to keep secrets (``keep`` in the names, or
     the profile's ``redact.keep_secrets``).
     """
-    from .profiles import RedactConfig
-    from .redact import Redactor
+    from ..route.profiles import RedactConfig
+    from ..route.redact import Redactor
 
     rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
     if rules.keep_secrets:
@@ -515,12 +515,12 @@ class Writer(threading.Thread):
 
     def _scrub(self) -> None:
         """Mask learned secrets and token shapes in every frame and exchange row
-        about to be written (capture/secrets.py): nothing unmasked reaches the
+        about to be written (route/secrets.py): nothing unmasked reaches the
         file, its WAL or free pages.  Lengths are kept; the exchange notes where."""
         red = self.redactor
         if red is None:
             return
-        from .redact import note_scrubbed
+        from ..route.redact import note_scrubbed
 
         frames = self.frames
         for i, f in enumerate(frames):
@@ -960,7 +960,7 @@ class Writer(threading.Thread):
         for where in done.notes.get("redacted", ()):
             _redacted(ex, where)
         if "scrubbed" in done.notes:
-            from .redact import note_scrubbed
+            from ..route.redact import note_scrubbed
 
             for span in done.notes["scrubbed"]:
                 where = span.get("where", "")

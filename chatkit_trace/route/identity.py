@@ -1,8 +1,8 @@
 """Identity: which session, run, cursor and target an exchange belongs to.
 
-A route (:mod:`chatkit_trace.capture.profiles`) names, for each id, an
+A route (:mod:`chatkit_trace.route.profiles`) names, for each id, an
 ordered list of *sources*.  :meth:`Profile.match
-<chatkit_trace.capture.profiles.Profile.match>` evaluates the sources it can
+<chatkit_trace.route.profiles.Profile.match>` evaluates the sources it can
 see in the request (``path``, ``query``, ``header``, ``body``, ``constant``);
 the first one that yields a value wins.  Sources that need more than the
 request are resolved later, in this order:

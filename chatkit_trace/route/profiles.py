@@ -447,7 +447,7 @@ class Route(BaseModel):
 
 
 class RedactConfig(BaseModel):
-    """What to redact before anything is stored (chatkit_trace.capture.redact).
+    """What to redact before anything is stored (chatkit_trace.route.redact).
 
     The defaults (Authorization, Cookie, api_key, token, password …) are on
     unless ``keep_secrets = true``; ``headers``, ``query`` and ``fields``
@@ -558,7 +558,7 @@ class Profile(BaseModel):
         ``url`` is a full URL or a path with its query.  ``body`` ``None``
         means "no body (yet)": routes with body conditions do not match.
         Ids from the response or the events are ``None`` here and listed in
-        ``Match.pending``; see :mod:`chatkit_trace.capture.identity`.
+        ``Match.pending``; see :mod:`chatkit_trace.route.identity`.
         """
         return self._matcher.match(method, url, headers, body)  # type: ignore[no-any-return]
 
