@@ -62,26 +62,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..route.identity import (
-    IdentityTracker,
-    apply_match,
-    output_frames,
-    resolve_from_event,
-    resolve_from_response,
-)
+from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
+from ..route import Router, apply_match, classify_end, make_redactor
 from ..trace import Exchange
 from ..wire import (
     Frame,
     NDJSONSplitter,
     SSEParser,
     error_frame,
-    event_json,
     frame_from_sse,
     make_decoder,
     ws_frame,
 )
 
-__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
+__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind", "make_redactor"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
@@ -106,8 +100,9 @@ CAP_INTERVAL = 2.0
 BACKLOG_FACTOR = 10
 #: Module constants the proxy sends with the options (tests tune them there).
 TUNABLE = ("MAX_BODY_BYTES", "BATCH_ITEMS", "BATCH_WAIT", "PARSE_LAG", "PARSE_BYTES", "CAP_INTERVAL", "EVENT_ID_TRIES")
-#: Frames of one exchange tried for ids its route takes from the events.
-EVENT_ID_TRIES = 64
+#: Server frames of one exchange tried for ids its route takes from the events
+#: (the routing layer's number, which import uses too; tunable here for tests).
+EVENT_ID_TRIES = _EVENT_ID_TRIES
 
 
 @dataclass(frozen=True)
@@ -136,21 +131,6 @@ class WriterConfig:
         return make_redactor(self.profile, self.redact)
 
 
-def make_redactor(profile: Any, extra: str) -> Any:
-    """The redactor: the profile's rules (or the defaults) plus the ``chatkit_redact`` names.
-
-    ``None`` when the rules say to keep secrets (``keep`` in the names, or
-    the profile's ``redact.keep_secrets``).
-    """
-    from ..route.profiles import RedactConfig
-    from ..route.redact import Redactor
-
-    rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
-    if rules.keep_secrets:
-        return None
-    return Redactor(rules)
-
-
 def apply_tuning(module: Any, tuning: dict[str, Any], names: Sequence[str]) -> None:
     """Set the module constants ``names`` the proxy sent (``WriterConfig.tuning``)."""
     for name in names:
@@ -159,22 +139,8 @@ def apply_tuning(module: Any, tuning: dict[str, Any], names: Sequence[str]) -> N
 
 
 def end_kind(message: str, *, had_response: bool) -> str:
-    """How a flow's error becomes an exchange ``end`` (a connection observation).
-
-    ``client-gone`` when the client left, ``timeout`` for timeouts, ``reset``
-    when the upstream dropped the connection after the response started,
-    ``error`` for anything else (a refused connection, a killed flow …).
-    """
-    m = message.lower()
-    if "client disconnected" in m or "client closed" in m:
-        return "client-gone"
-    if "timeout" in m or "timed out" in m:
-        return "timeout"
-    if had_response and any(
-        s in m for s in ("peer closed", "server disconnected", "connection reset", "incomplete", "connection closed", "eof")
-    ):
-        return "reset"
-    return "error"
+    """How a flow's error becomes an exchange ``end``: :func:`chatkit_trace.route.classify_end`."""
+    return str(classify_end(message, had_response=had_response))
 
 
 def _text(value: bytes | str) -> str:
@@ -293,7 +259,7 @@ class Writer(threading.Thread):
         self.store: Any = None
         self.next_index = 0
         self.flows: dict[str, _Flow] = {}
-        self.tracker = IdentityTracker()
+        self.router = Router(config.profile)  # matching and identity, in request order
         self.ident_queue: deque[_Flow] = deque()  # flows in request order, until assigned
         self.flow_of: dict[int, str] = {}  # exchange index -> flow id (for marks)
         self.open_indexes: set[int] = set()
@@ -383,6 +349,7 @@ class Writer(threading.Thread):
             if self.redactor is not None and old is not None:
                 self.redactor.adopt(old)  # one recording: what was learned stays learned
         self.config = config
+        self.router.profile = config.profile
         self.limit = max(1, config.queue_limit)
         self._write_meta(config)
 
@@ -631,11 +598,8 @@ class Writer(threading.Thread):
 
     def _match(self, st: _Flow) -> None:
         st.matched = True
-        profile = self.config.profile
-        if profile is None:
-            return
         ex = st.ex
-        st.match = profile.match(ex.method, st.raw_url, st.raw_headers, st.request_body)
+        st.match = self.router.match(ex.method, st.raw_url, st.raw_headers, st.request_body)
         if st.match is not None:
             ex.notes["identity"] = "pending"
 
@@ -664,8 +628,8 @@ class Writer(threading.Thread):
             if m is None:
                 continue
             if not st.resolved:
-                st.match = m = resolve_from_response(m, st.ex.status, st.response_headers, None)
-            st.match = m = self.tracker.assign(m, st.ex.index)
+                st.match = m = self.router.respond(m, st.ex.status, st.response_headers, None)
+            st.match = m = self.router.assign(m, st.ex.index)
             ex = st.ex
             ex.notes.pop("identity", None)
             apply_match(ex, m)
@@ -693,7 +657,7 @@ class Writer(threading.Thread):
             ex.response_headers = headers
         ex.transport = transport
         ex.notes["response_at"] = t
-        if st.match is not None and st.match.streams_only and transport not in ("sse", "ndjson") and status != 101:
+        if st.match is not None and not self.router.keeps(st.match, transport, status):
             _drop_match(st)  # a route for event streams only (Route.streams_only)
         if transport in ("sse", "ndjson", "body"):
             st.decoder = make_decoder(_header(headers, "content-encoding"))
@@ -709,7 +673,7 @@ class Writer(threading.Thread):
             self._hint_unmatched(st)
         if st.match is not None and transport is not None and not st.resolved:
             # A streamed body is not JSON: only response headers can name ids.
-            st.match = resolve_from_response(st.match, status, headers, None)
+            st.match = self.router.respond(st.match, status, headers, None)
             st.resolved = True
         st.dirty = True
 
@@ -742,11 +706,9 @@ class Writer(threading.Thread):
         if st.assigned:
             if st.ex.capability is not None:
                 self._touch(st.ex.session_id, 1)
-        elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES:
+        elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES and frame.direction == "in":
             st.event_tries += 1
-            value, err = event_json(frame)
-            if err is None:
-                st.match = resolve_from_event(st.match, value)
+            st.match = self.router.event(st.match, frame)
 
     def _touch(self, session_id: str | None, frames: int = 0) -> None:
         """The session's rows changed (``frames`` more frames): queued for the
@@ -906,10 +868,10 @@ class Writer(threading.Thread):
             decoded, problem = self._decode_whole(body, _header(st.response_headers, "content-encoding"))
             if problem:
                 ex.notes["response_body_encoding"] = problem
-        if st.match is not None and st.match.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
+        if st.match is not None and not self.router.keeps(st.match, ex.transport):
             _drop_match(st)
         if st.match is not None and not st.resolved:
-            st.match = resolve_from_response(st.match, ex.status, st.response_headers, decoded)
+            st.match = self.router.respond(st.match, ex.status, st.response_headers, decoded)
             st.resolved = True
         if decoded is not None:
             self._store_body(st, decoded, t, lost=st.copy_lost)
@@ -934,7 +896,7 @@ class Writer(threading.Thread):
             data = data[:MAX_BODY_BYTES]
         frames = []
         if ex.transport in (None, "body") and st.frame_count == 0:
-            frames = output_frames(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
+            frames = self.router.output(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
         red = self.redactor
         ctype = _header(st.response_headers, "content-type")
         if red is not None:

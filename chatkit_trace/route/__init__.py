@@ -20,7 +20,9 @@ replay engine (``pipeline`` reads a socket's identity notes with its pointer
 helpers and message rules) and above the adapters (a profile names one).
 """
 
+from .ends import EndKind, classify_end, proxy_answered, websocket_close_notes
 from .identity import (
+    EVENT_ID_TRIES,
     RUN_STARTS,
     SOURCE_KINDS,
     IdentityTracker,
@@ -46,8 +48,17 @@ from .profiles import (
     parse_profile,
 )
 from .redact import REDACTED, Redactor, is_secret_name, redact_exchange
+from .router import STREAMED, Router, make_redactor
 
 __all__ = [
+    "EVENT_ID_TRIES",
+    "STREAMED",
+    "EndKind",
+    "Router",
+    "classify_end",
+    "make_redactor",
+    "proxy_answered",
+    "websocket_close_notes",
     "CAPABILITIES",
     "CORE_CAPABILITIES",
     "PRESETS",
