@@ -256,7 +256,7 @@ def _har_exchange(index: int, start: float, i: int, entry: Mapping[str, Any]) ->
     )
     error = resp.get("_error") or entry.get("_error")
     if isinstance(error, str) and error:
-        _ended(ex, error, had_response=status is not None)
+        _ended(ex, error, had_response=bool(status))  # HAR: status 0 is no response
     messages = entry.get("_webSocketMessages")
     if isinstance(messages, list) or status == 101:
         ex.transport = "ws"
