@@ -58,7 +58,7 @@ from .core import (
     TextPart,
 )
 from .core._gc import paused_gc
-from .trace import Exchange
+from .trace import Exchange, replay_order
 from .wire import DONE, DecodeError, Frame, event_json
 
 __all__ = [
@@ -1229,7 +1229,7 @@ def _one_after_another(exchanges: Iterable[Exchange]) -> list[Exchange] | None:
     after the other (each one's frames in order, each ending before the next
     starts: :func:`_events` would sort them so), else None."""
     exs = list(exchanges)
-    exs.sort(key=lambda e: (e.started_at, e.index))
+    exs.sort(key=replay_order)
     previous: tuple[float, int] | None = None
     for ex in exs:
         started, index = ex.started_at, ex.index

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from .core import PROFILE_CAPABILITIES
 from .wire import Frame
 
-__all__ = ["Exchange", "CAPABILITY_KINDS", "EndKind", "STREAM_ENDS", "frames_from_body", "stream_state", "STREAM_STATES"]
+__all__ = ["Exchange", "CAPABILITY_KINDS", "EndKind", "STREAM_ENDS", "replay_order", "frames_from_body", "stream_state", "STREAM_STATES"]
 
 #: What an exchange can be, from the route profile.
 #: What a route can be: every capability name (chatkit_trace.core.Capability).
@@ -37,6 +37,14 @@ class EndKind(StrEnum):
     TIMEOUT = "timeout"
     ERROR = "error"  # any other transport error (see ``Exchange.error``)
     OPEN = "open"  # still streaming when the recording stopped
+
+
+def replay_order(exchange: Any) -> tuple[float, int]:
+    """The one key that orders exchanges for replay: when each started, then
+    its exchange index (the store reads them ``ORDER BY started_at, id``; the
+    replay's events sort by it and then by frame, :func:`chatkit_trace.pipeline.replay`).
+    ``exchange`` is anything with ``started_at`` and ``index``."""
+    return (exchange.started_at, exchange.index)
 
 
 #: How a response stream ended: :class:`EndKind`'s values as plain strings, in order.
