@@ -51,7 +51,6 @@ from typing import Any
 from ..core import ChatkitTraceError
 from ..errors import TraceImportError, UsageError
 from ..route import (
-    IdentityTracker,
     Profile,
     ProfileError,
     Redactor,
@@ -67,7 +66,7 @@ from ..wire import Frame, content_transport, frames_from_har, ws_frame
 #: the name this error had before ``chatkit_trace.errors`` (kept for old imports)
 ImportError_ = TraceImportError
 
-__all__ = ["ImportError_", "ImportResult", "identify", "identify_one", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
+__all__ = ["ImportError_", "ImportResult", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
 Progress = Callable[[int, int], None]
 
@@ -395,25 +394,7 @@ def read_exchanges(path: str | Path, fmt: str = "auto") -> tuple[str, list[Excha
     raise ImportError_(f"unknown input format {fmt!r} (har, flows or auto)")
 
 
-# -- identity, redaction, store ------------------------------------------------------------------
-
-
-def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityTracker | None = None) -> list[Exchange]:
-    """Match, resolve and assign identity to exchanges in request order (in place).
-
-    The live recorder's steps, through the one :class:`~chatkit_trace.route.Router`.
-    """
-    router = Router(profile)
-    if tracker is not None:
-        router.tracker = tracker
-    return router.route_all(exchanges)
-
-
-def identify_one(ex: Exchange, profile: Profile, tracker: IdentityTracker) -> None:
-    """:func:`identify` for one exchange (the next one in request order)."""
-    router = Router(profile)
-    router.tracker = tracker
-    router.route(ex)
+# -- routing, redaction, store ------------------------------------------------------------------
 
 
 def import_file(
@@ -450,7 +431,7 @@ def import_file(
     if not redact:
         config = config.model_copy(update={"keep_secrets": True})
     redactor = Redactor.from_config(config, extra_redact)
-    identify(exchanges, profile)
+    Router(profile).route_all(exchanges)  # identity from the raw traffic, in request order; stored redacted below
     total = len(exchanges)
     start_index = store.next_exchange_index()
     if start_index:

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
-from ..route import Router, apply_match, classify_end, make_redactor
+from ..route import Router, apply_match, make_redactor
 from ..trace import Exchange
 from ..wire import (
     Frame,
@@ -75,7 +75,7 @@ from ..wire import (
     ws_frame,
 )
 
-__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind", "make_redactor"]
+__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "make_redactor"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
@@ -136,11 +136,6 @@ def apply_tuning(module: Any, tuning: dict[str, Any], names: Sequence[str]) -> N
     for name in names:
         if name in tuning:
             setattr(module, name, tuning[name])
-
-
-def end_kind(message: str, *, had_response: bool) -> str:
-    """How a flow's error becomes an exchange ``end``: :func:`chatkit_trace.route.classify_end`."""
-    return str(classify_end(message, had_response=had_response))
 
 
 def _text(value: bytes | str) -> str:

@@ -54,7 +54,8 @@ __all__ = ["EVENT_ID_TRIES", "STREAMED", "Router", "make_redactor"]
 #: Transports that stream events (a ``streams_only`` route keeps only these).
 STREAMED = ("sse", "ndjson", "ws")
 
-Headers = Sequence[tuple[str, str]] | Mapping[str, str] | None
+#: Request or response headers: (name, value) pairs (str, or bytes as mitmproxy holds them) or a mapping.
+Headers = Sequence[tuple[Any, Any]] | Mapping[str, str] | None
 
 
 class Router:
