@@ -41,7 +41,7 @@ class EndKind(StrEnum):
 
 def replay_order(exchange: Any) -> tuple[float, int]:
     """The one key that orders exchanges for replay: when each started, then
-    its exchange index (the store reads them ``ORDER BY started_at, id``; the
+    its exchange index (the order the store reads them in, by start and id; the
     replay's events sort by it and then by frame, :func:`chatkit_trace.pipeline.replay`).
     ``exchange`` is anything with ``started_at`` and ``index``."""
     return (exchange.started_at, exchange.index)
