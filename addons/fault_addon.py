@@ -40,6 +40,8 @@ from typing import Any, Optional
 
 from mitmproxy import ctx, exceptions, http
 
+from chatkit_trace.route import Router
+
 from .fault_relay import FLOW_HEADER, MARK_HEADER, Plan, Relay
 from .fault_rules import FaultRuleError, Rule, parse_rules
 
@@ -70,6 +72,7 @@ class Faults:
     def __init__(self) -> None:
         self.rules: list[Rule] = []
         self.profile: Any = None
+        self.router = Router(None)
         self.seed = 0
         self.counts: list[int] = []
         self.relay: Relay | None = None
@@ -100,7 +103,7 @@ class Faults:
         needs = [r.text for r in rules if r.target.needs_profile]
         if name and rules:
             try:
-                from chatkit_trace.capture.profiles import load_profile
+                from chatkit_trace.route.profiles import load_profile
 
                 profile = load_profile(name)
             except Exception as err:  # noqa: BLE001 - ProfileError, a missing file …
@@ -117,6 +120,7 @@ class Faults:
             seed = random.SystemRandom().randrange(2**31) if rules else 0
         changed = [r.text for r in rules] != [r.text for r in self.rules] or seed != self.seed
         self.rules, self.profile, self.seed = rules, profile, seed
+        self.router = Router(profile)  # the recorder's matching (chatkit_trace.route)
         if changed:
             self.counts = [0] * len(rules)
         if rules and changed:
@@ -164,7 +168,7 @@ class Faults:
         if self.profile is not None:
             try:
                 body = req.get_content(strict=False) if req.raw_content is not None else None
-                match = self.profile.match(req.method, req.path, req.headers.fields, body)
+                match = self.router.match(req.method, req.path, req.headers.fields, body)
             except Exception:  # noqa: BLE001 - an odd request: no identity
                 match = None
         upgrade = req.headers.get("upgrade", "").lower() == "websocket"

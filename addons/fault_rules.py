@@ -136,7 +136,7 @@ class Target:
     def matches(self, method: str, path: str, match: Any) -> bool:
         """Whether an exchange is one of the target's (``nth`` and ``p`` aside).
 
-        ``match`` is the route profile's :class:`~chatkit_trace.capture.identity.Match`
+        ``match`` is the route profile's :class:`~chatkit_trace.route.identity.Match`
         for the request, or None (no profile, or no route matched).
         """
         if self.method is not None and method.upper() != self.method:

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .adapters import Adapter
-from .capture.profiles import resolve_adapter
 from .core import ChatkitTraceError
 from .errors import TraceInputError
+from .route.profiles import resolve_adapter
 from .store import TraceStore
 
 __all__ = ["LoadedTrace", "open_trace", "reclassify", "resolve_adapter", "TraceInputError", "kind_of"]
@@ -113,17 +113,16 @@ def _copy(store: TraceStore) -> TraceStore:
 def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
     """Match every exchange of ``store`` against ``profile`` again (in place).
 
-    The recorder's steps, in request order (:func:`chatkit_trace.capture.importer.identify_one`):
+    The recorder's steps, in request order (:class:`chatkit_trace.route.Router`):
     the route, ids from the request, the response and the events, then the
     identity tracker.  What a profile decides is rewritten (capability,
     session, run, cursor, target, ``notes.identity``, the ``body`` frames a
     JSON response becomes); recorded bytes never change.  The meta names the
     profile.  Returns ``{"exchanges": n, "matched": m}``.
     """
-    from .capture import IdentityTracker
-    from .capture.importer import identify_one
+    from .route import Router
 
-    tracker = IdentityTracker()
+    router = Router(profile)
     rows = sorted(store.exchanges(), key=lambda e: e.index)
     matched = 0
     with store.transaction():
@@ -136,7 +135,7 @@ def reclassify(store: TraceStore, profile: Any) -> dict[str, int]:
                 ex.transport, ex.frames = None, []  # re-made from the body by the new route
             else:
                 ex.frames = store.frames(ex.index)
-            identify_one(ex, profile, tracker)
+            router.route(ex)
             if had_body_frames or ex.transport == "body":
                 store.delete_frames(ex.index)
                 if ex.transport == "body":

@@ -58,7 +58,7 @@ from .core import (
     TextPart,
 )
 from .core._gc import paused_gc
-from .trace import Exchange
+from .trace import Exchange, replay_order
 from .wire import DONE, DecodeError, Frame, event_json
 
 __all__ = [
@@ -139,7 +139,7 @@ class FrameRecord:
     #: The event id the pipeline used: the frame's outer id (SSE ``id:``), or
     #: on a WebSocket the id ``identify_event`` found in the message.
     event_id: str | None = None
-    #: A client message the route's ``messages`` make a command (capture.profiles.Command).
+    #: A client message the route's ``messages`` make a command (route.profiles.Command).
     command: Any = None
 
 
@@ -1033,7 +1033,7 @@ class _Socket:
         self.run_ptrs = tuple(tuple(p) for p in events.get("run") or () if isinstance(p, list))
         rules = note.get("messages")
         if rules:
-            from .capture.profiles import message_rules
+            from .route.profiles import message_rules
 
             self.rules = message_rules(rules)
         else:
@@ -1075,7 +1075,7 @@ class _Socket:
 
 
 def _find(doc: Any, pointers: tuple[tuple[str, ...], ...]) -> str | None:
-    from .capture.identity import lookup, scalar_id
+    from .route.identity import lookup, scalar_id
 
     for p in pointers:
         v = scalar_id(lookup(doc, p))
@@ -1229,7 +1229,7 @@ def _one_after_another(exchanges: Iterable[Exchange]) -> list[Exchange] | None:
     after the other (each one's frames in order, each ending before the next
     starts: :func:`_events` would sort them so), else None."""
     exs = list(exchanges)
-    exs.sort(key=lambda e: (e.started_at, e.index))
+    exs.sort(key=replay_order)
     previous: tuple[float, int] | None = None
     for ex in exs:
         started, index = ex.started_at, ex.index

@@ -1,6 +1,6 @@
 """The recorded trace in memory: HTTP exchanges with their frames.
 
-A proxy sees exchanges, not chatkit commands.  The capture layer (route
+A proxy sees exchanges, not chatkit commands.  The routing layer (route
 profiles, docs/architecture.md "Identity") classifies each exchange as a
 capability (``run``, ``subscribe``, ``resume``, ``history``, ``status``,
 ``abort``, ``steer``, ``regenerate``, ``edit``) and finds its session and run
@@ -13,27 +13,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
 from .core import PROFILE_CAPABILITIES
 from .wire import Frame
 
-__all__ = ["Exchange", "CAPABILITY_KINDS", "STREAM_ENDS", "frames_from_body", "stream_state", "STREAM_STATES"]
+__all__ = ["Exchange", "CAPABILITY_KINDS", "EndKind", "STREAM_ENDS", "replay_order", "frames_from_body", "stream_state", "STREAM_STATES"]
 
 #: What an exchange can be, from the route profile.
 #: What a route can be: every capability name (chatkit_trace.core.Capability).
 CAPABILITY_KINDS = PROFILE_CAPABILITIES
 
-#: How a response stream ended.
-STREAM_ENDS = (
-    "complete",  # a clean end of the body
-    "reset",  # the upstream dropped the connection mid-body
-    "client-gone",  # the client went away
-    "timeout",
-    "error",  # any other transport error (see ``Exchange.error``)
-    "open",  # still streaming when the recording stopped
-)
+class EndKind(StrEnum):
+    """How an exchange's response stream ended (``Exchange.end``): the one
+    vocabulary; :func:`chatkit_trace.route.classify_end` is the one reading of
+    what the proxy or a recorded file reports."""
+
+    COMPLETE = "complete"  # a clean end of the body (or a close frame 1000/1001)
+    RESET = "reset"  # the upstream dropped the connection mid-body
+    CLIENT_GONE = "client-gone"  # the client went away
+    TIMEOUT = "timeout"
+    ERROR = "error"  # any other transport error (see ``Exchange.error``)
+    OPEN = "open"  # still streaming when the recording stopped
+
+
+def replay_order(exchange: Any) -> tuple[float, int]:
+    """The one key that orders exchanges for replay: when each started, then
+    its exchange index (the order the store reads them in, by start and id; the
+    replay's events sort by it and then by frame, :func:`chatkit_trace.pipeline.replay`).
+    ``exchange`` is anything with ``started_at`` and ``index``."""
+    return (exchange.started_at, exchange.index)
+
+
+#: How a response stream ended: :class:`EndKind`'s values as plain strings, in order.
+STREAM_ENDS = tuple(str(k) for k in EndKind)
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_the_python_blocks_run_in_order(tmp_path, monkeypatch):
 
 def test_the_toml_blocks_are_valid_and_profiles_load():
     from chatkit_trace.adapters import load_protocol
-    from chatkit_trace.capture.profiles import parse_profile
+    from chatkit_trace.route.profiles import parse_profile
 
     profiles = 0
     for body in blocks("toml"):
@@ -55,8 +55,8 @@ def test_the_toml_blocks_are_valid_and_profiles_load():
 
 
 def test_every_command_line_parses():
-    from chatkit_trace.capture.profiles import load_profile
     from chatkit_trace.cli import build_parser
+    from chatkit_trace.route.profiles import load_profile
 
     parser = build_parser()
     seen = set()

@@ -77,7 +77,7 @@ def test_installed_it_is_found_by_its_entry_point_name(skeleton, tmp_path):
     (dist / "entry_points.txt").write_text("[chatkit_trace.adapters]\nmy-proto = my_proto.protocol:MyProtoProtocol\n")
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(skeleton)])}
     code = (
-        "from chatkit_trace.capture.profiles import load_profile\n"
+        "from chatkit_trace.route.profiles import load_profile\n"
         "p = load_profile('my-proto')\n"
         "print(p.name, p.protocol, p.capabilities, [r.path for r in p.routes])\n"
     )

@@ -1,22 +1,11 @@
-"""capture: route profiles, identity extraction and redaction (docs/architecture.md "Identity").
+"""capture: the live recorder (mitmproxy addon, writer and deriver processes) and ``import``.
 
-What the mitmproxy addon (and ``chatkit-trace import``) does with each
-exchange, in this order::
-
-    profile = load_profile("adk")                   # or a user file extending a preset
-    redactor = Redactor(profile.redact)             # defaults on
-    tracker = IdentityTracker()                     # one per recording
-    match = profile.match(method, url, headers, body)        # None: a plain exchange
-    match = resolve_from_response(match, status, headers, body)  # JSON responses
-    match = resolve_from_event(match, event_json)   # per event while match.pending_events
-    match = tracker.assign(match, exchange_index)   # in request order: final ids
-    apply_match(exchange, match); exchange = redactor.redact_exchange(exchange)
-
-Everything but the tracker is pure; ``Profile.match`` is microseconds and
-does no I/O (it runs on the proxy's event loop).
+How traffic is classified (profiles, identity, redaction, end kinds) is
+:mod:`chatkit_trace.route`; the names below are re-exported from it for the
+callers that import them from here.
 """
 
-from .identity import (
+from ..route.identity import (
     RUN_STARTS,
     SOURCE_KINDS,
     IdentityTracker,
@@ -28,7 +17,7 @@ from .identity import (
     resolve_from_frames,
     resolve_from_response,
 )
-from .profiles import (
+from ..route.profiles import (
     CAPABILITIES,
     CORE_CAPABILITIES,
     PRESETS,
@@ -41,7 +30,7 @@ from .profiles import (
     load_profile,
     parse_profile,
 )
-from .redact import REDACTED, Redactor, is_secret_name, redact_exchange
+from ..route.redact import REDACTED, Redactor, is_secret_name, redact_exchange
 
 __all__ = [
     "CAPABILITIES",

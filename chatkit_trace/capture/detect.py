@@ -68,13 +68,13 @@ class Guess:
 
 @cache
 def _preset(name: str) -> Any:
-    from .profiles import load_profile
+    from ..route.profiles import load_profile
 
     return load_profile(name)
 
 
 def _presets() -> tuple[str, ...]:
-    from .profiles import PRESETS
+    from ..route.profiles import PRESETS
 
     return PRESETS
 

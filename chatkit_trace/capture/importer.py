@@ -50,24 +50,23 @@ from typing import Any
 
 from ..core import ChatkitTraceError
 from ..errors import TraceImportError, UsageError
-from ..trace import Exchange, frames_from_body
-from ..wire import Frame, content_transport, frames_from_har, ws_frame
-from . import (
-    IdentityTracker,
+from ..route import (
     Profile,
     ProfileError,
     Redactor,
-    apply_match,
+    Router,
+    classify_end,
     load_profile,
-    output_frames,
-    resolve_from_frames,
-    resolve_from_response,
+    proxy_answered,
+    websocket_close_notes,
 )
+from ..trace import Exchange, frames_from_body
+from ..wire import Frame, content_transport, frames_from_har, ws_frame
 
 #: the name this error had before ``chatkit_trace.errors`` (kept for old imports)
 ImportError_ = TraceImportError
 
-__all__ = ["ImportError_", "ImportResult", "identify", "identify_one", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
+__all__ = ["ImportError_", "ImportResult", "import_file", "read_exchanges", "read_har", "read_flows", "add_parser", "run"]
 
 Progress = Callable[[int, int], None]
 
@@ -134,6 +133,17 @@ def _body_frames(ex: Exchange, body: bytes | None, first: float, last: float) ->
     ex.frames = _spread(frames, first, last)
 
 
+def _ended(ex: Exchange, error: str, *, had_response: bool) -> None:
+    """A transport error ended the exchange: its end kind as the live recorder
+    says it (:func:`~chatkit_trace.route.classify_end`); before any response
+    the proxy answered the client itself (502), as a live recording stores it."""
+    ex.error = error
+    ex.end = classify_end(error, had_response=had_response)
+    if proxy_answered(ex.end, had_response=had_response) and ex.status is None:
+        ex.status = 502
+        ex.notes["status_from"] = "proxy"
+
+
 # -- HAR -------------------------------------------------------------------------------------
 
 
@@ -195,17 +205,6 @@ def _har_post(request: Mapping[str, Any]) -> bytes | None:
     return None
 
 
-def _end_from_error(message: str) -> str:
-    m = message.lower()
-    if "client disconnected" in m or "aborted" in m or "canceled" in m or "cancelled" in m:
-        return "client-gone"
-    if "timeout" in m or "timed out" in m:
-        return "timeout"
-    if "peer closed" in m or "reset" in m or "incomplete" in m or "connection closed" in m:
-        return "reset"
-    return "error"
-
-
 def read_har(path: str | Path, data: bytes | None = None) -> list[Exchange]:
     """The exchanges of a HAR file (raw: not matched, not redacted), in request order."""
     path = Path(path)
@@ -256,8 +255,7 @@ def _har_exchange(index: int, start: float, i: int, entry: Mapping[str, Any]) ->
     )
     error = resp.get("_error") or entry.get("_error")
     if isinstance(error, str) and error:
-        ex.error = error
-        ex.end = _end_from_error(error)
+        _ended(ex, error, had_response=bool(status))  # HAR: status 0 is no response
     messages = entry.get("_webSocketMessages")
     if isinstance(messages, list) or status == 101:
         ex.transport = "ws"
@@ -329,8 +327,7 @@ def _flow_exchange(index: int, f: Any) -> Exchange:
     if note and body is None and req.method.upper() in ("POST", "PUT", "PATCH"):
         ex.notes["request_body"] = note
     if f.error is not None:
-        ex.error = f.error.msg
-        ex.end = _end_from_error(f.error.msg)
+        _ended(ex, f.error.msg, had_response=resp is not None)
     if f.websocket is not None:
         ws = f.websocket
         ex.transport = "ws"
@@ -339,10 +336,9 @@ def _flow_exchange(index: int, f: Any) -> Exchange:
         ]
         ex.ended_at = ws.timestamp_end or (ex.frames[-1].at if ex.frames else None)
         if ex.end is None:
-            code = ws.close_code
-            ex.end = "reset" if code in (1006,) else "complete"
-        if ws.close_code is not None:
-            ex.notes["websocket_close"] = {"code": ws.close_code, "by_client": ws.closed_by_client, "reason": ws.close_reason}
+            ex.end = classify_end(None, had_response=True, websocket=True, close_code=ws.close_code,
+                                  closed_by_client=ws.closed_by_client)
+        ex.notes.update(websocket_close_notes(ws.close_code, ws.closed_by_client, ws.close_reason))
         return ex
     if resp is None:
         ex.ended_at = f.error.timestamp if f.error is not None else None
@@ -398,42 +394,7 @@ def read_exchanges(path: str | Path, fmt: str = "auto") -> tuple[str, list[Excha
     raise ImportError_(f"unknown input format {fmt!r} (har, flows or auto)")
 
 
-# -- identity, redaction, store ------------------------------------------------------------------
-
-
-def identify(exchanges: Iterable[Exchange], profile: Profile, tracker: IdentityTracker | None = None) -> list[Exchange]:
-    """Match, resolve and assign identity to exchanges in request order (in place).
-
-    The same steps as the live recorder: :meth:`Profile.match` on the request,
-    ids from the response and the events, then
-    :meth:`IdentityTracker.assign`.  A non-streamed JSON response that is the
-    run's output becomes ``body`` frames
-    (:func:`~chatkit_trace.capture.output_frames`, the recorder's rule).
-    """
-    tracker = tracker or IdentityTracker()
-    out = []
-    for ex in sorted(exchanges, key=lambda e: e.index):
-        identify_one(ex, profile, tracker)
-        out.append(ex)
-    return out
-
-
-def identify_one(ex: Exchange, profile: Profile, tracker: IdentityTracker) -> None:
-    """:func:`identify` for one exchange (the next one in request order)."""
-    m = profile.match(ex.method, ex.url, ex.request_headers, ex.request_body)
-    if m is not None and m.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
-        m = None  # a route for event streams only, as the recorder decides
-    if m is not None:
-        m = resolve_from_response(m, ex.status, ex.response_headers, ex.response_body)
-        if ex.response_body is not None and ex.transport is None and not ex.frames:
-            frames = output_frames(m, ex.status, ex.response_body, ex.index, ex.ended_at or ex.started_at)
-            if frames:
-                ex.frames = frames
-                ex.transport = "body"
-                ex.end = ex.end or "complete"
-        m = resolve_from_frames(m, ex.frames)
-        m = tracker.assign(m, ex.index)
-    apply_match(ex, m)
+# -- routing, redaction, store ------------------------------------------------------------------
 
 
 def import_file(
@@ -470,7 +431,7 @@ def import_file(
     if not redact:
         config = config.model_copy(update={"keep_secrets": True})
     redactor = Redactor.from_config(config, extra_redact)
-    identify(exchanges, profile)
+    Router(profile).route_all(exchanges)  # identity from the raw traffic, in request order; stored redacted below
     total = len(exchanges)
     start_index = store.next_exchange_index()
     if start_index:

@@ -42,9 +42,10 @@ from typing import Any
 
 from mitmproxy import ctx, exceptions, hooks, http
 
+from ..route import classify_end, make_redactor, proxy_answered, websocket_close_notes
 from ..wire import NDJSON_CONTENT_TYPES, content_transport
 from .link import Link, LinkError, current_tuning
-from .writer import WriterConfig, end_kind, make_redactor
+from .writer import WriterConfig
 
 __all__ = ["OPTIONS", "Recorder", "parse_duration", "stream_transport"]
 
@@ -286,7 +287,7 @@ class Recorder:
         profile = None
         if opts.chatkit_profile.strip():
             try:
-                from .profiles import load_profile
+                from ..route.profiles import load_profile
 
                 profile = load_profile(opts.chatkit_profile.strip())
             except Exception as err:  # noqa: BLE001 - ProfileError, a missing file, a bad preset name
@@ -483,8 +484,8 @@ class Recorder:
             tap = self._streamed.pop(flow.id, None)
             message = flow.error.msg if flow.error is not None else "unknown error"
             resp = flow.response
-            kind = end_kind(message, had_response=resp is not None)
-            if resp is None and kind == "error":
+            kind = str(classify_end(message, had_response=resp is not None))
+            if proxy_answered(kind, had_response=resp is not None):
                 kind = "proxy-error"  # the proxy answered the client (502) itself
             body = None
             if resp is not None and tap is None and resp.raw_content:
@@ -535,17 +536,11 @@ class Recorder:
             self._hook_check()
             ws = flow.websocket
             notes: dict[str, Any] = {}
-            end = "complete"
-            error = None
+            error = flow.error.msg if flow.error is not None else None
             if ws is not None:
-                notes = {"close_code": ws.close_code, "closed_by_client": ws.closed_by_client}
-                if ws.close_reason:
-                    notes["close_reason"] = ws.close_reason
-                if ws.close_code not in (1000, 1001, None):
-                    end = "client-gone" if ws.closed_by_client else "reset"
-            if flow.error is not None:
-                error = flow.error.msg
-                end = end_kind(error, had_response=True)
+                notes = websocket_close_notes(ws.close_code, ws.closed_by_client, ws.close_reason)
+            end = str(classify_end(error, had_response=True, websocket=True, close_code=getattr(ws, "close_code", None),
+                                   closed_by_client=getattr(ws, "closed_by_client", None)))
             t = (ws.timestamp_end if ws is not None else None) or time.time()
             notes.update(_addon_notes(flow) or {})
             w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))

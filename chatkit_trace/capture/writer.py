@@ -62,26 +62,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
+from ..route import Router, apply_match, make_redactor
 from ..trace import Exchange
 from ..wire import (
     Frame,
     NDJSONSplitter,
     SSEParser,
     error_frame,
-    event_json,
     frame_from_sse,
     make_decoder,
     ws_frame,
 )
-from .identity import (
-    IdentityTracker,
-    apply_match,
-    output_frames,
-    resolve_from_event,
-    resolve_from_response,
-)
 
-__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "end_kind"]
+__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "make_redactor"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
@@ -106,8 +100,9 @@ CAP_INTERVAL = 2.0
 BACKLOG_FACTOR = 10
 #: Module constants the proxy sends with the options (tests tune them there).
 TUNABLE = ("MAX_BODY_BYTES", "BATCH_ITEMS", "BATCH_WAIT", "PARSE_LAG", "PARSE_BYTES", "CAP_INTERVAL", "EVENT_ID_TRIES")
-#: Frames of one exchange tried for ids its route takes from the events.
-EVENT_ID_TRIES = 64
+#: Server frames of one exchange tried for ids its route takes from the events
+#: (the routing layer's number, which import uses too; tunable here for tests).
+EVENT_ID_TRIES = _EVENT_ID_TRIES
 
 
 @dataclass(frozen=True)
@@ -115,7 +110,7 @@ class WriterConfig:
     """What the writer needs from the options (``Recorder.configure`` builds it)."""
 
     db: str
-    profile: Any = None  # a capture.profiles.Profile, or None: record without identity
+    profile: Any = None  # a route.profiles.Profile, or None: record without identity
     redact: str = ""  # chatkit_redact: extra names, comma-separated
     keep_secrets: bool = False  # chatkit_keep_secrets
     queue_limit: int = 20000
@@ -136,45 +131,11 @@ class WriterConfig:
         return make_redactor(self.profile, self.redact)
 
 
-def make_redactor(profile: Any, extra: str) -> Any:
-    """The redactor: the profile's rules (or the defaults) plus the ``chatkit_redact`` names.
-
-    ``None`` when the rules say to keep secrets (``keep`` in the names, or
-    the profile's ``redact.keep_secrets``).
-    """
-    from .profiles import RedactConfig
-    from .redact import Redactor
-
-    rules = (profile.redact if profile is not None else RedactConfig()).extend(extra)
-    if rules.keep_secrets:
-        return None
-    return Redactor(rules)
-
-
 def apply_tuning(module: Any, tuning: dict[str, Any], names: Sequence[str]) -> None:
     """Set the module constants ``names`` the proxy sent (``WriterConfig.tuning``)."""
     for name in names:
         if name in tuning:
             setattr(module, name, tuning[name])
-
-
-def end_kind(message: str, *, had_response: bool) -> str:
-    """How a flow's error becomes an exchange ``end`` (a connection observation).
-
-    ``client-gone`` when the client left, ``timeout`` for timeouts, ``reset``
-    when the upstream dropped the connection after the response started,
-    ``error`` for anything else (a refused connection, a killed flow …).
-    """
-    m = message.lower()
-    if "client disconnected" in m or "client closed" in m:
-        return "client-gone"
-    if "timeout" in m or "timed out" in m:
-        return "timeout"
-    if had_response and any(
-        s in m for s in ("peer closed", "server disconnected", "connection reset", "incomplete", "connection closed", "eof")
-    ):
-        return "reset"
-    return "error"
 
 
 def _text(value: bytes | str) -> str:
@@ -293,7 +254,7 @@ class Writer(threading.Thread):
         self.store: Any = None
         self.next_index = 0
         self.flows: dict[str, _Flow] = {}
-        self.tracker = IdentityTracker()
+        self.router = Router(config.profile)  # matching and identity, in request order
         self.ident_queue: deque[_Flow] = deque()  # flows in request order, until assigned
         self.flow_of: dict[int, str] = {}  # exchange index -> flow id (for marks)
         self.open_indexes: set[int] = set()
@@ -383,6 +344,7 @@ class Writer(threading.Thread):
             if self.redactor is not None and old is not None:
                 self.redactor.adopt(old)  # one recording: what was learned stays learned
         self.config = config
+        self.router.profile = config.profile
         self.limit = max(1, config.queue_limit)
         self._write_meta(config)
 
@@ -515,12 +477,12 @@ class Writer(threading.Thread):
 
     def _scrub(self) -> None:
         """Mask learned secrets and token shapes in every frame and exchange row
-        about to be written (capture/secrets.py): nothing unmasked reaches the
+        about to be written (route/secrets.py): nothing unmasked reaches the
         file, its WAL or free pages.  Lengths are kept; the exchange notes where."""
         red = self.redactor
         if red is None:
             return
-        from .redact import note_scrubbed
+        from ..route.redact import note_scrubbed
 
         frames = self.frames
         for i, f in enumerate(frames):
@@ -631,11 +593,8 @@ class Writer(threading.Thread):
 
     def _match(self, st: _Flow) -> None:
         st.matched = True
-        profile = self.config.profile
-        if profile is None:
-            return
         ex = st.ex
-        st.match = profile.match(ex.method, st.raw_url, st.raw_headers, st.request_body)
+        st.match = self.router.match(ex.method, st.raw_url, st.raw_headers, st.request_body)
         if st.match is not None:
             ex.notes["identity"] = "pending"
 
@@ -664,8 +623,8 @@ class Writer(threading.Thread):
             if m is None:
                 continue
             if not st.resolved:
-                st.match = m = resolve_from_response(m, st.ex.status, st.response_headers, None)
-            st.match = m = self.tracker.assign(m, st.ex.index)
+                st.match = m = self.router.respond(m, st.ex.status, st.response_headers, None)
+            st.match = m = self.router.assign(m, st.ex.index)
             ex = st.ex
             ex.notes.pop("identity", None)
             apply_match(ex, m)
@@ -693,7 +652,7 @@ class Writer(threading.Thread):
             ex.response_headers = headers
         ex.transport = transport
         ex.notes["response_at"] = t
-        if st.match is not None and st.match.streams_only and transport not in ("sse", "ndjson") and status != 101:
+        if st.match is not None and not self.router.keeps(st.match, transport, status):
             _drop_match(st)  # a route for event streams only (Route.streams_only)
         if transport in ("sse", "ndjson", "body"):
             st.decoder = make_decoder(_header(headers, "content-encoding"))
@@ -709,7 +668,7 @@ class Writer(threading.Thread):
             self._hint_unmatched(st)
         if st.match is not None and transport is not None and not st.resolved:
             # A streamed body is not JSON: only response headers can name ids.
-            st.match = resolve_from_response(st.match, status, headers, None)
+            st.match = self.router.respond(st.match, status, headers, None)
             st.resolved = True
         st.dirty = True
 
@@ -742,11 +701,9 @@ class Writer(threading.Thread):
         if st.assigned:
             if st.ex.capability is not None:
                 self._touch(st.ex.session_id, 1)
-        elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES:
+        elif st.match is not None and st.match.pending_events and st.event_tries < EVENT_ID_TRIES and frame.direction == "in":
             st.event_tries += 1
-            value, err = event_json(frame)
-            if err is None:
-                st.match = resolve_from_event(st.match, value)
+            st.match = self.router.event(st.match, frame)
 
     def _touch(self, session_id: str | None, frames: int = 0) -> None:
         """The session's rows changed (``frames`` more frames): queued for the
@@ -906,10 +863,10 @@ class Writer(threading.Thread):
             decoded, problem = self._decode_whole(body, _header(st.response_headers, "content-encoding"))
             if problem:
                 ex.notes["response_body_encoding"] = problem
-        if st.match is not None and st.match.streams_only and ex.transport not in ("sse", "ndjson", "ws"):
+        if st.match is not None and not self.router.keeps(st.match, ex.transport):
             _drop_match(st)
         if st.match is not None and not st.resolved:
-            st.match = resolve_from_response(st.match, ex.status, st.response_headers, decoded)
+            st.match = self.router.respond(st.match, ex.status, st.response_headers, decoded)
             st.resolved = True
         if decoded is not None:
             self._store_body(st, decoded, t, lost=st.copy_lost)
@@ -934,7 +891,7 @@ class Writer(threading.Thread):
             data = data[:MAX_BODY_BYTES]
         frames = []
         if ex.transport in (None, "body") and st.frame_count == 0:
-            frames = output_frames(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
+            frames = self.router.output(st.match, ex.status, data, ex.index, t, first_index=st.next_frame)
         red = self.redactor
         ctype = _header(st.response_headers, "content-type")
         if red is not None:
@@ -960,7 +917,7 @@ class Writer(threading.Thread):
         for where in done.notes.get("redacted", ()):
             _redacted(ex, where)
         if "scrubbed" in done.notes:
-            from .redact import note_scrubbed
+            from ..route.redact import note_scrubbed
 
             for span in done.notes["scrubbed"]:
                 where = span.get("where", "")

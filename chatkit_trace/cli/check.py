@@ -171,8 +171,8 @@ def run_check(
         sessions = len(deriver.sessions())
         with _session_progress(sessions, show_progress) as tick:
             if jobs > 1 and not write and sessions > 1:
-                from ..capture.profiles import resolve_adapter
                 from ..derive import derive_parallel
+                from ..route.profiles import resolve_adapter
 
                 result = derive_parallel(
                     deriver, loaded.store.path, profile=profile, jobs=jobs, options=options, on_session=tick, resolve=resolve_adapter

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     argv = mitmdump_args(args)
     try:
-        from ..capture.profiles import load_profile
+        from ..route.profiles import load_profile
 
         profile = load_profile(args.profile)  # a bad profile is one clear line, before mitmproxy starts
     except ImportError:

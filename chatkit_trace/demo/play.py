@@ -308,7 +308,7 @@ def _note_profile(db: Path, profile: str) -> None:
     """Mark the trace as the demo's (meta ``demo``) and name its profile (``profile``,
     ``protocol``, ``capabilities``) when the recorder did not, so ``check`` and ``view``
     need no ``--profile``."""
-    from ..capture.profiles import load_profile
+    from ..route.profiles import load_profile
     from ..store import TraceStore
 
     prof = load_profile(profile)

@@ -26,7 +26,7 @@ __all__ = ["derive_parallel"]
 
 _deriver: Deriver | None = None
 #: ``(profile, meta) -> (adapter, capabilities, name)``: the caller's
-#: :func:`chatkit_trace.capture.profiles.resolve_adapter` (the engine sits
+#: :func:`chatkit_trace.route.profiles.resolve_adapter` (the engine sits
 #: below the route profiles, so it is handed the resolver, a module-level
 #: function the spawned workers import by name)
 Resolve = Callable[[str | None, dict[str, Any]], tuple[Any, frozenset[str], str | None]]

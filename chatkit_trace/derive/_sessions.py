@@ -23,7 +23,7 @@ from typing import Any
 from ..adapters import Adapter
 from ..pipeline import DEFAULT_SESSION, multiplexed, split_frames
 from ..store import TraceStore
-from ..trace import Exchange
+from ..trace import Exchange, replay_order
 
 __all__ = ["TraceSessions", "split_shared"]
 
@@ -94,7 +94,7 @@ class TraceSessions:
                 # on frames of the same session before it)
                 ex, split = self._split[i]
                 own.append(replace(ex, frames=list(split[key]) if with_frames else []))
-        own.sort(key=lambda e: (e.started_at, e.index))
+        own.sort(key=replay_order)
         return own
 
     def only(self, session_id: str | None) -> set[str] | None:

@@ -37,7 +37,7 @@ from ..analyze._context import Context
 from ..derive import Deriver, SessionDerivation, fact_summary
 from ..errors import ReportError
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
-from ..trace import Exchange
+from ..trace import Exchange, replay_order
 from ..wire import Frame
 from ._html import HtmlWriter
 from ._rules import rule_text
@@ -154,7 +154,7 @@ class _SessionData:
             if i.capability is not None and (i.session_id == session_id or (session_id == DEFAULT_SESSION and i.session_id is None)
                                              or self._carries(i.index, session_id))
         ]
-        return sorted(out, key=lambda i: (i.started_at, i.index))
+        return sorted(out, key=replay_order)
 
     def _carries(self, index: int, session_id: str) -> bool:
         """A socket several sessions share that carried frames of ``session_id`` (the viewer's ``shared_sockets``)."""

@@ -18,7 +18,7 @@ from chatkit_trace.capture import (
     resolve_from_frames,
     resolve_from_response,
 )
-from chatkit_trace.capture.identity import compile_pointer, lookup, scalar_id
+from chatkit_trace.route.identity import compile_pointer, lookup, scalar_id
 from chatkit_trace.trace import Exchange, frames_from_body
 
 from ._util import request, response_body

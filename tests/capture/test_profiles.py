@@ -18,8 +18,8 @@ from chatkit_trace.capture import (
     load_profile,
     parse_profile,
 )
-from chatkit_trace.capture.profiles import compile_path
 from chatkit_trace.core import ChatkitTraceError
+from chatkit_trace.route.profiles import compile_path
 
 from ._util import REQUESTS, request
 
@@ -450,7 +450,7 @@ def test_a_subscription_reconnect_carries_its_cursor_on_every_preset_with_a_subs
 
 
 def test_every_preset_subscription_route_has_a_cursor():
-    from chatkit_trace.capture.profiles import PRESETS
+    from chatkit_trace.route.profiles import PRESETS
 
     for name in PRESETS:
         for r in load_profile(name).routes:

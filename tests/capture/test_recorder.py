@@ -23,7 +23,6 @@ from mitmproxy.test import taddons, tflow
 from chatkit_trace.capture import recorder as recorder_mod
 from chatkit_trace.capture import writer as writer_mod
 from chatkit_trace.capture.recorder import OPTIONS, Recorder, parse_duration, stream_transport
-from chatkit_trace.capture.writer import end_kind
 from chatkit_trace.cli import record as recordcmd
 from chatkit_trace.store import TraceStore
 
@@ -199,20 +198,6 @@ def test_which_responses_are_streamed(status, ctype, length, method, expected):
     assert stream_transport(resp, method) == expected
 
 
-@pytest.mark.parametrize(
-    "message, had_response, expected",
-    [
-        ("HTTP/1 protocol error: peer closed connection without sending complete message body (incomplete chunked read)", True, "reset"),
-        ("Client disconnected.", True, "client-gone"),
-        ("Client disconnected.", False, "client-gone"),
-        ("Connection timed out", True, "timeout"),
-        ("[Errno 111] Connect call failed ('127.0.0.1', 1)", False, "error"),
-        ("Connection killed.", True, "error"),
-        ("Server disconnected.", True, "reset"),
-    ],
-)
-def test_end_kind(message, had_response, expected):
-    assert end_kind(message, had_response=had_response) == expected
 
 
 # -- recording -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Secrets follow their value (capture/secrets.py, issue 16): the token-shape
+"""Secrets follow their value (route/secrets.py, issue 16): the token-shape
 table (one test per shape, and none of them on the recorded fixtures' text),
 learned values with their partial and echoed forms, same-length masks and
 the spans that say where, and the redactor that learns and scrubs."""
@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from chatkit_trace.capture import RedactConfig, Redactor
-from chatkit_trace.capture.secrets import MIN_LEARNED, SHAPES, Scrubber, Secrets, _word_class, mask
+from chatkit_trace.route.secrets import MIN_LEARNED, SHAPES, Scrubber, Secrets, _word_class, mask
 from chatkit_trace.trace import Exchange, frames_from_body
 from chatkit_trace.wire import DecodeError, Frame
 

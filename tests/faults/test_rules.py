@@ -11,7 +11,7 @@ from chatkit_trace.addons.fault_rules import (
     parse_rule,
     parse_rules,
 )
-from chatkit_trace.capture.identity import Match
+from chatkit_trace.route.identity import Match
 
 
 def test_the_issue_example():

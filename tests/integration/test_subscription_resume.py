@@ -135,7 +135,7 @@ def test_a_recording_made_before_subscriptions_had_cursors_is_judged_the_same(br
     """A trace recorded with a profile whose subscription route has no cursor
     (the preset before issue 22) re-decodes as a resume: from the stored
     classification (the ``Last-Event-ID`` header) and re-classified with the preset."""
-    preset = Path(__file__).resolve().parents[2] / "chatkit_trace" / "capture" / "presets" / "myproto.toml"
+    preset = Path(__file__).resolve().parents[2] / "chatkit_trace" / "route" / "presets" / "myproto.toml"
     old = "\n".join(line for line in preset.read_text().splitlines() if not line.startswith("cursor = [\"header:Last-Event-ID\""))
     profile = tmp_path / "old-myproto.toml"
     profile.write_text(old.replace('name = "myproto"', 'name = "myproto-old"', 1))

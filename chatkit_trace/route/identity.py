@@ -1,8 +1,8 @@
 """Identity: which session, run, cursor and target an exchange belongs to.
 
-A route (:mod:`chatkit_trace.capture.profiles`) names, for each id, an
+A route (:mod:`chatkit_trace.route.profiles`) names, for each id, an
 ordered list of *sources*.  :meth:`Profile.match
-<chatkit_trace.capture.profiles.Profile.match>` evaluates the sources it can
+<chatkit_trace.route.profiles.Profile.match>` evaluates the sources it can
 see in the request (``path``, ``query``, ``header``, ``body``, ``constant``);
 the first one that yields a value wins.  Sources that need more than the
 request are resolved later, in this order:
@@ -64,7 +64,9 @@ __all__ = [
     "output_frames",
     "compile_pointer",
     "lookup",
+    "EVENT_ID_TRIES",
     "resolve_from_event",
+    "resolve_from_event_frame",
     "resolve_from_frames",
     "resolve_from_response",
     "scalar_id",
@@ -347,25 +349,33 @@ def resolve_from_event(match: Match, event: Any) -> Match:
     return _with(match, found, match.pending_response - found.keys(), match.pending_events - found.keys())
 
 
-def resolve_from_frames(match: Match, frames: Iterable[Any]) -> Match:
-    """:func:`resolve_from_event` over recorded frames (``wire.Frame``), in order.
+#: How many server frames are read for ids named by ``events`` sources (live and import alike).
+EVENT_ID_TRIES = 64
 
-    Each frame's JSON is what the adapter would see (:func:`wire.event_json`);
-    frames that are not JSON are skipped.  Stops at the first frame after
-    which nothing is pending.
-    """
-    if not match.pending_events:
+
+def resolve_from_event_frame(match: Match, frame: Any) -> Match:
+    """:func:`resolve_from_event` for one recorded frame (``wire.Frame``): a
+    server frame's JSON as the adapter sees it (:func:`wire.event_json`);
+    client messages and frames that are not JSON name nothing."""
+    if getattr(frame, "direction", "in") != "in":
         return match
     from ..wire import event_json
 
+    value, err = event_json(frame)
+    return match if err is not None else resolve_from_event(match, value)
+
+
+def resolve_from_frames(match: Match, frames: Iterable[Any], limit: int = EVENT_ID_TRIES) -> Match:
+    """:func:`resolve_from_event_frame` over recorded frames, in order: the
+    first ``limit`` server frames, stopping once nothing is pending (the
+    live writer reads the same frames as they arrive)."""
+    tries = 0
     for frame in frames:
-        if getattr(frame, "direction", "in") != "in":
-            continue
-        value, err = event_json(frame)
-        if err is None:
-            match = resolve_from_event(match, value)
-            if not match.pending_events:
-                break
+        if not match.pending_events or tries >= limit:
+            break
+        if getattr(frame, "direction", "in") == "in":
+            tries += 1
+            match = resolve_from_event_frame(match, frame)
     return match
 
 

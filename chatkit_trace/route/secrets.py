@@ -1,6 +1,6 @@
 """Secret values that travel: learned values and well-known token shapes, masked in place.
 
-Redaction by name (:mod:`chatkit_trace.capture.redact`) removes a secret
+Redaction by name (:mod:`chatkit_trace.route.redact`) removes a secret
 from the header, query parameter, cookie or JSON field that carries it.
 But values travel: a backend that echoes its request headers in an SSE
 frame, an error body that quotes the API key ("Incorrect API key provided:

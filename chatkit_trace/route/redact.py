@@ -4,7 +4,7 @@ Always on **copies**: the flow's headers, URL and bodies are never touched,
 so what goes upstream and back to the client is exactly what was sent
 (assigning to ``flow.request.headers`` would change the traffic).
 
-On by default (:class:`~chatkit_trace.capture.profiles.RedactConfig`, opt
+On by default (:class:`~chatkit_trace.route.profiles.RedactConfig`, opt
 out with ``keep_secrets = true``):
 
 * headers: Authorization, Proxy-Authorization, Cookie, Set-Cookie,
@@ -404,7 +404,7 @@ class Redactor:
         new = regex.sub(sub, body)
         return new if changed else body
 
-    # -- following values (capture/secrets.py) ------------------------------------------------
+    # -- following values (route/secrets.py) ------------------------------------------------
 
     def adopt(self, other: Redactor) -> None:
         """Keep what ``other`` learned (the same recording, new options)."""
