@@ -64,6 +64,7 @@ from typing import Any
 
 from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
 from ..route import Router, apply_match, make_redactor
+from ..store import is_busy
 from ..trace import Exchange
 from ..wire import (
     Frame,
@@ -181,6 +182,11 @@ def _redacted_headers(ex: Exchange, side: str, before: Sequence[tuple[str, str]]
     for (k, v), (_, v2) in zip(before, after, strict=False):
         if v != v2:
             _redacted(ex, f"{side}.header:{k.lower()}")
+
+
+#: tries of one batch that finds the file busy (the deriver writes to it too), pausing BUSY_PAUSE x try
+COMMIT_TRIES = 40
+BUSY_PAUSE = 0.02
 
 
 _FRAME_ROW = 64  # bytes counted per frame row besides its text and raw bytes
@@ -442,38 +448,62 @@ class Writer(threading.Thread):
             self._internal_error("caps", err)
 
     def _commit(self) -> None:
+        """Write the batch (frames, changed exchanges, the derivation queue) in
+        one transaction.  The file is shared with the deriver: a write that
+        finds it busy (SQLite may say so at once, without waiting, when a
+        read turns into a write) is rolled back and tried again with the same
+        batch, so nothing is lost to a lock; any other error (a full disk)
+        drops this batch and is said."""
         store = self.store
-        try:
-            self._assign_ready()
-            self._scrub()
-            if self.frames:
-                if self.over_cap:
-                    self.capped["frames_over_cap"] += len(self.frames)
-                else:
-                    store.add_frames(self.frames)
-                    self.recorded_bytes += sum(_FRAME_ROW + len(f.text or "") + len(f.raw or b"") for f in self.frames)
-                self.frames = []
-            for st in self.flows.values():
-                if st.dirty:
-                    st.dirty = False
-                    store.add_exchange(st.ex, with_frames=False)
-            if self.touched:
-                if self.config.derive != "off":
-                    self.seq += 1
-                    store.queue_derivation(self.touched, self.seq)
-                self.touched = {}
+        for attempt in range(1, COMMIT_TRIES + 1):
+            try:
+                self._assign_ready()
+                self._scrub()
+                self._write_batch()
+                store.commit()
+            except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
+                try:
+                    store.rollback()
+                except Exception:  # noqa: BLE001, S110 - the batch is lost either way
+                    pass
+                if attempt < COMMIT_TRIES and is_busy(err):
+                    time.sleep(min(BUSY_PAUSE * attempt, 0.5))
+                    continue
+                self._batch_written(stored=False)
+                self._internal_error("store", err)
+                return
+            self._batch_written(stored=True)
+            return
+
+    def _write_batch(self) -> None:
+        """The batch's rows, inside the open transaction (nothing cleared yet:
+        a busy file retries the same batch)."""
+        store = self.store
+        if self.frames and not self.over_cap:
+            store.add_frames(self.frames)
+        for st in self.flows.values():
+            if st.dirty:
+                store.add_exchange(st.ex, with_frames=False)
+        if self.touched and self.config.derive != "off":
+            store.queue_derivation(self.touched, self.seq + 1)
+
+    def _batch_written(self, *, stored: bool) -> None:
+        """The batch is committed (or dropped after an error): clear it."""
+        if self.frames:
+            if self.over_cap:
+                self.capped["frames_over_cap"] += len(self.frames)
+            elif stored:
+                self.recorded_bytes += sum(_FRAME_ROW + len(f.text or "") + len(f.raw or b"") for f in self.frames)
+            self.frames = []
+        for st in self.flows.values():
+            st.dirty = False
+        if self.touched and self.config.derive != "off" and stored:
+            self.seq += 1
+        self.touched = {}
+        if stored:
             done = [fid for fid, st in self.flows.items() if st.ended and st.assigned]
             for fid in done:
                 del self.flows[fid]
-            store.commit()
-        except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
-            self.frames = []
-            self.touched = {}
-            try:
-                store.rollback()
-            except Exception:  # noqa: BLE001, S110 - the batch is lost either way
-                pass
-            self._internal_error("store", err)
 
     def _scrub(self) -> None:
         """Mask learned secrets and token shapes in every frame and exchange row

@@ -695,6 +695,13 @@ class TraceStore:
         return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
+def is_busy(err: BaseException) -> bool:
+    """Whether ``err`` is SQLite's "database is locked" / "busy": another
+    connection (the recorder's writer or deriver) is writing; the same
+    transaction can be tried again."""
+    return isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err))
+
+
 def _exchange_filter(session: Any, classified: bool | None, capability: str | None = None) -> tuple[str, list[Any]]:
     parts: list[str] = []
     params: list[Any] = []

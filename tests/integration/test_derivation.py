@@ -238,3 +238,32 @@ async def test_a_deriver_that_cannot_answer_the_stop_is_killed_and_the_trace_say
     assert state is not None and state["state"] == "incomplete" and state["frames"] == EVENTS, (state, p.output)
     assert state["reason"] == "the deriver killed by SIGKILL", state
     assert "chatkit-trace redecode" in p.output
+
+
+async def test_a_file_kept_busy_longer_than_sqlites_wait_loses_no_frame(server, proxy, tmp_path):
+    """Another connection holds the trace's write lock for longer than the
+    recorder's busy timeout (5 s) while a stream is recorded: the writer's
+    batch fails with "database is locked", is tried again with the same rows
+    and lands when the lock is released; nothing is dropped and no capture
+    error is stored."""
+    import sqlite3
+
+    db = tmp_path / "trace.db"
+    p = proxy()
+    base = f"http://127.0.0.1:{p.port}"
+    await until(lambda: db.exists() and meta(db, "recordings"), 30, "the trace opened by the writer")
+    hog = sqlite3.connect(db, isolation_level=None)
+    hog.execute("BEGIN IMMEDIATE")
+    try:
+        got = await fetch("POST", f"{base}/sessions/s0/runs?n={EVENTS}", json={"runId": "b0"}, timeout=60)
+        assert got.error is None
+        await asyncio.sleep(6.5)  # past the writer's 5 s busy timeout: its batch failed at least once
+    finally:
+        hog.execute("COMMIT")
+        hog.close()
+    await until(lambda: counts(db)["frames"] == EVENTS, 60, "every frame stored after the lock")
+    assert p.stop(signal.SIGINT) == 0, p.output
+    with TraceStore(db, readonly=True) as store:
+        assert stored_events(store, "b0") == run_events("b0", EVENTS)
+        assert store.capture_errors() == []
+        assert runs_by_id(store)["b0"]["status"] == "completed"
