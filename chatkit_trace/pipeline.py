@@ -360,9 +360,10 @@ class Replayer:
             result = core._delta(
                 fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
+        elif type(fact) is MessageFact:  # the Core's message emitter, without admit's dispatch
+            fact = _sharing_text(fact, core)
+            result = core._message(fact.run_id, fact.event_id, fact.message, fact.session_id, fact.source_sequence)
         else:
-            if type(fact) is MessageFact:
-                fact = _sharing_text(fact, core)
             result = core.admit(fact)
         self._seq += 1
         rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
