@@ -967,7 +967,12 @@ def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
     pos = core._index.get(message.id)
     if pos is None:
         return fact
-    held = {p.id: p for p in core._messages.get(pos).parts if type(p) is TextPart or type(p) is ReasoningPart}
+    held_parts = core._messages.get(pos).parts
+    if len(held_parts) == 1:  # the common case, without a dict
+        h = held_parts[0]
+        held = {h.id: h} if type(h) is TextPart or type(h) is ReasoningPart else None
+    else:
+        held = {p.id: p for p in held_parts if type(p) is TextPart or type(p) is ReasoningPart}
     if not held:
         return fact
     parts = list(message.parts)
