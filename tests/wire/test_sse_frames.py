@@ -65,3 +65,10 @@ def test_same_frames_as_the_parser_or_none(lines: list[str], end: str) -> None:
     fast = sse_frames(data, 3, 5.0, 0.25)
     if fast is not None:
         assert fast == parsed(data)
+
+
+def test_non_ascii_bodies_keep_byte_offsets() -> None:
+    data = 'data: {"a": "é"}\n\ndata: x\n\n'.encode()
+    frames = sse_frames(data, 3, 5.0, 0.25)
+    assert frames is not None and frames[1].start == len('data: {"a": "é"}\n\n'.encode())
+    assert frames == parsed(data)
