@@ -529,7 +529,13 @@ class ChatCore:
             return rejected(R.INVALID_TRANSITION, "delta must be a string")
         if not delta:
             return _REJ_NO_CHANGE
-        new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
+        last = len(parts) - 1
+        if last == 0:  # a message of one part: no slicing
+            new_parts: tuple[Any, ...] = (part.append(delta),)
+        elif i == last:
+            new_parts = parts[:i] + (part.append(delta),)
+        else:
+            new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
         self._messages = self._messages.set(pos, msg.with_parts(new_parts))
         run.seen.add(event_id)
         if source_sequence is not None:
