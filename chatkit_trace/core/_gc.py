@@ -14,18 +14,6 @@ once; cycles made meanwhile wait until the pause ends.
 Process-wide (the collector is), nesting- and thread-safe: the collector is
 switched back on when the last pause ends, and only if it was on before the
 first began.
-
-When the last pause ends, what it built is moved to the collector's
-permanent generation (``gc.freeze()``) instead of being walked by the next
-young collection: the first collection after a pause walked every object the
-pause made (a replay's records: 6-11% of a replay's time in
-``bench/decode_throughput.py``, issue 18).  Frozen objects are still freed
-by reference counting the moment they are dropped; only cycles among them
-wait, and not for long: before every full (generation 2) collection, the
-permanent generation is merged back into the oldest one (``gc.unfreeze()``
-from a ``gc.callbacks`` hook), so a full collection sees every object as it
-would have without the pause.  Frozen objects are thus treated as the oldest
-generation: scanned by full collections only.
 """
 
 from __future__ import annotations
@@ -42,15 +30,6 @@ _depth = 0
 _was_enabled = False
 
 
-def _unfreeze_before_full_collection(phase: str, info: dict[str, int]) -> None:
-    """A full collection sees the objects pauses froze (see the module docstring)."""
-    if phase == "start" and info["generation"] == 2 and gc.get_freeze_count():
-        gc.unfreeze()
-
-
-gc.callbacks.append(_unfreeze_before_full_collection)
-
-
 @contextmanager
 def paused_gc() -> Iterator[None]:
     global _depth, _was_enabled
@@ -65,5 +44,4 @@ def paused_gc() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:
-                gc.freeze()  # what the pause built: the oldest generation, not the next young collection's work
                 gc.enable()
