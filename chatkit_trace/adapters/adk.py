@@ -412,15 +412,13 @@ def _decode(
 def _content(
     event: Mapping[str, Any], parts: list[Any], st: dict[str, Any], run_id: Any, kinds: list[str | None] | None = None
 ) -> list[ProtocolUpdate]:
-    if not parts:
-        # state/artifact/agent-state only (ADK's artifact copy reuses the content event's id)
+    if not parts:  # state/artifact/agent-state only (ADK's artifact copy reuses the content event's id)
         return []
     msgs, results, tools = st["msgs"], st["results"], st["tools"]
     out: list[ProtocolUpdate] = []
     homes: list[str] = []  # messages whose calls got a result here (R6.2)
     orphans: set[int] = set()
-    if kinds is None:
-        kinds = [_kind(raw) for raw in parts]
+    kinds = kinds if kinds is not None else [_kind(raw) for raw in parts]
     for raw, kind in zip(parts, kinds, strict=False):
         if kind == "response":
             fr = raw["functionResponse"]
@@ -435,9 +433,8 @@ def _content(
                 orphans.add(id(raw))
     if homes:
         out.extend(MessageUpdate(msgs[h].message(results)) for h in homes)
-    # every part a function response whose call this run showed (parts is not empty)
     if kinds.count("response") == len(kinds) and not (orphans and any(id(p) in orphans for p in parts)):
-        return out
+        return out  # every part (there are some) a function response whose call this run showed
     eid = _str_id(event.get("id"))
     inv = _str_id(event.get("invocationId"))
     if event.get("author") == "user":
