@@ -321,6 +321,9 @@ class Replayer:
         self._has_known = protocol.implements("event_known")
         self._has_limits = protocol.implements("event_limits")
         self._has_history_limits = protocol.implements("history_limits")
+        # bound once: the frame path calls them per frame
+        self._identify_event = protocol.identify_event
+        self._event_limits = protocol.event_limits
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -360,9 +363,10 @@ class Replayer:
             result = core._delta(
                 fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
+        elif type(fact) is MessageFact:  # the Core's message emitter, without admit's dispatch
+            fact = _sharing_text(fact, core)
+            result = core._message(fact.run_id, fact.event_id, fact.message, fact.session_id, fact.source_sequence)
         else:
-            if type(fact) is MessageFact:
-                fact = _sharing_text(fact, core)
             result = core.admit(fact)
         self._seq += 1
         rec = FactRecord(self._seq, fact, result, ex, frame, core._version)
@@ -629,7 +633,12 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = self._identity(value) if self._has_identity else None
+        identity = None
+        if self._has_identity and value is not DONE:  # _identity, inlined (once per frame)
+            try:
+                identity = self._identify_event(value)
+            except Exception:  # noqa: BLE001
+                identity = None
         fr.identity = identity
         if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
             fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -665,8 +674,11 @@ class Replayer:
         if not decoded.updates and value is not DONE and not self._known(value):
             fr.unknown = True
             fr.event_type = _event_type(value)
-        if self._has_limits:
-            fr.limits = self._limits(value)
+        if self._has_limits and value is not DONE:  # _limits, inlined (once per frame)
+            try:
+                fr.limits = tuple(self._event_limits(value) or ())
+            except Exception:  # noqa: BLE001
+                fr.limits = ()
         facts = decoded.facts
         if facts:
             if len(facts) == 1:
@@ -966,7 +978,12 @@ def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
     pos = core._index.get(message.id)
     if pos is None:
         return fact
-    held = {p.id: p for p in core._messages.get(pos).parts if type(p) is TextPart or type(p) is ReasoningPart}
+    held_parts = core._messages.get(pos).parts
+    if len(held_parts) == 1:  # the common case, without a dict
+        h = held_parts[0]
+        held = {h.id: h} if type(h) is TextPart or type(h) is ReasoningPart else None
+    else:
+        held = {p.id: p for p in held_parts if type(p) is TextPart or type(p) is ReasoningPart}
     if not held:
         return fact
     parts = list(message.parts)

@@ -180,12 +180,16 @@ def frames_from_body(
     """
     from .core._gc import paused_gc
     from .wire import NDJSONSplitter, SSEParser, body_frame, frame_from_sse, make_decoder
+    from .wire.frames import sse_frames
 
     decoder = make_decoder(content_encoding)
     data = decoder.decode(body) + decoder.flush()
     if transport == "sse":
         parser = SSEParser()
         with paused_gc():  # a frame per event, all kept: nothing for the cyclic GC to find
+            simple = sse_frames(data, exchange_index, at, spacing)
+            if simple is not None:
+                return simple
             events = parser.feed(data) + parser.flush()
             return [frame_from_sse(ev, exchange_index, i, at + i * spacing) for i, ev in enumerate(events)]
     if transport == "ndjson":

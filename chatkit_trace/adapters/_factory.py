@@ -203,9 +203,14 @@ class SessionDecoder:
                 seq = None
         eid = event_id if event_id is not None else fallback_id
         u = updates[0]
-        if len(updates) == 1 and type(u) is DeltaUpdate:  # streaming text: one delta, never terminal
-            fact = DeltaFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
-            return Decoded([fact], updates, False, False, None, None, run_id)
+        if len(updates) == 1:
+            kind = type(u)
+            if kind is DeltaUpdate:  # streaming text: one delta, never terminal
+                fact = DeltaFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
+                return Decoded([fact], updates, False, False, None, None, run_id)
+            if kind is MessageUpdate:  # a protocol that resends the whole message: one, never terminal
+                fact = MessageFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message)
+                return Decoded([fact], updates, False, False, None, None, run_id)
         facts = updates_to_facts(
             updates, session_id=self.session_id, run_id=run_id, event_id=eid,  # type: ignore[arg-type]
             source_sequence=seq, position=event_id, at=at,

@@ -227,13 +227,13 @@ class _Msg:
         self.open = None
 
     def feed(
-        self, parts: list[Any], orphans: frozenset[int] = frozenset()
+        self, parts: list[Any], orphans: frozenset[int] = frozenset(), kinds: list[str | None] | None = None
     ) -> tuple[list[tuple[int, str]], bool]:
-        """A partial fragment: (text appended to the open segment, new segment?)."""
+        """A partial fragment: (text appended to the open segment, new segment?).
+        ``kinds``: each part's :func:`_kind`, when the caller has them."""
         appended: list[tuple[int, str]] = []
         grew = False
-        for raw in parts:
-            kind = _kind(raw)
+        for raw, kind in zip(parts, kinds if kinds is not None else [_kind(raw) for raw in parts], strict=True):
             if kind in _TEXT_KINDS and raw["text"]:
                 if self.open is not None and self.segs[self.open][0] == kind:
                     self.segs[self.open][1].append(raw["text"])
@@ -326,7 +326,7 @@ def _state(state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _phase(event: Mapping[str, Any], parts: list[Any]) -> str | None:
+def _phase(event: Mapping[str, Any], parts: list[Any], kinds: list[str | None] | None = None) -> str | None:
     actions = _map(event.get("actions"))
     if (
         event.get("longRunningToolIds")
@@ -334,8 +334,7 @@ def _phase(event: Mapping[str, Any], parts: list[Any]) -> str | None:
         or actions.get("requestedAuthConfigs")
     ):
         return "awaiting-input"
-    for raw in reversed(parts):  # the last part that names a phase
-        kind = _kind(raw)
+    for kind in reversed(kinds if kinds is not None else [_kind(raw) for raw in parts]):  # the last part that names a phase
         if kind in _PHASES:
             return _PHASES[kind]
     return None
@@ -397,12 +396,13 @@ def _decode(
         return _error_frame(event)
     st = _state(state)
     parts = _parts(event)
+    kinds = [_kind(raw) for raw in parts]  # once per frame: the phase, the content and the fragments read them
     out: list[ProtocolUpdate] = []
-    phase = _phase(event, parts) if phases else None
+    phase = _phase(event, parts, kinds) if phases else None
     if phase is not None and phase != st["phase"]:
         st["phase"] = phase
         out.append(PhaseUpdate(phase))
-    out.extend(_content(event, parts, st, run_id))
+    out.extend(_content(event, parts, st, run_id, kinds))
     end = _terminal(event, parts)
     if end is not None:
         out.append(end)
@@ -410,16 +410,15 @@ def _decode(
 
 
 def _content(
-    event: Mapping[str, Any], parts: list[Any], st: dict[str, Any], run_id: Any
+    event: Mapping[str, Any], parts: list[Any], st: dict[str, Any], run_id: Any, kinds: list[str | None] | None = None
 ) -> list[ProtocolUpdate]:
-    if not parts:
-        # state/artifact/agent-state only (ADK's artifact copy reuses the content event's id)
+    if not parts:  # state/artifact/agent-state only (ADK's artifact copy reuses the content event's id)
         return []
     msgs, results, tools = st["msgs"], st["results"], st["tools"]
     out: list[ProtocolUpdate] = []
     homes: list[str] = []  # messages whose calls got a result here (R6.2)
     orphans: set[int] = set()
-    kinds = [_kind(raw) for raw in parts]
+    kinds = kinds if kinds is not None else [_kind(raw) for raw in parts]
     for raw, kind in zip(parts, kinds, strict=False):
         if kind == "response":
             fr = raw["functionResponse"]
@@ -432,9 +431,10 @@ def _content(
                     homes.append(home)
             else:
                 orphans.add(id(raw))
-    out.extend(MessageUpdate(msgs[h].message(results)) for h in homes)
-    if all(k == "response" and id(p) not in orphans for p, k in zip(parts, kinds, strict=False)):
-        return out
+    if homes:
+        out.extend(MessageUpdate(msgs[h].message(results)) for h in homes)
+    if kinds.count("response") == len(kinds) and not (orphans and any(id(p) in orphans for p in parts)):
+        return out  # every part (there are some) a function response whose call this run showed
     eid = _str_id(event.get("id"))
     inv = _str_id(event.get("invocationId"))
     if event.get("author") == "user":
@@ -454,11 +454,12 @@ def _content(
             msgs[eid] = msg
     frozen = frozenset(orphans)
     if event.get("partial") is True:
-        appended, grew = msg.feed(parts, frozen)
+        appended, grew = msg.feed(parts, frozen, kinds)
         if fresh or grew:
             out.append(MessageUpdate(msg.message(results)))
         else:
-            out.extend(DeltaUpdate(eid, msg.part_id(i), text) for i, text in appended)  # type: ignore[arg-type]
+            for i, text in appended:
+                out.append(DeltaUpdate(eid, msg.part_id(i), text))  # type: ignore[arg-type]
     else:
         msg.replace(parts, frozen)  # the aggregate REPLACES the fragments of this id
         out.append(MessageUpdate(msg.message(results)))

@@ -182,8 +182,12 @@ class _Answer:
         return self.messages[mid][1]
 
     def text(self, mid: str, part_id: str, kind: type, delta: str, role: str = "assistant") -> list[ProtocolUpdate]:
-        parts = self.open(mid, role)
-        for i, p in enumerate(parts):
+        entry = self.messages.get(mid)  # open(), inlined: once per text event
+        if entry is None:
+            entry = self.messages[mid] = (role, [])
+        parts = entry[1]
+        for i in range(len(parts) - 1, -1, -1):  # part ids are unique: the streaming part is usually the last
+            p = parts[i]
             if p.id == part_id:
                 if not delta:
                     return []

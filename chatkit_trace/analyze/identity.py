@@ -275,18 +275,19 @@ def segment_reuse(ctx: Context) -> Iterator[Finding]:
             if fact.part_id in ids and ids.index(fact.part_id) != len(ids) - 1:
                 grown = fact.part_id  # appended to although later parts exist
         elif isinstance(fact, MessageFact):
-            old = {p.id: p for p in parts.get(key, [])}
             new = list(fact.message.parts)
-            for i, p in enumerate(new):
-                before = old.get(p.id)
-                if (
-                    isinstance(p, (TextPart, ReasoningPart))
-                    and isinstance(before, (TextPart, ReasoningPart))
-                    and any(q.id in old for q in new[i + 1 :])  # (cheap: usually no later part)
-                    and not p.same_text(before)
-                ):
-                    grown = p.id
-                    break
+            if len(new) > 1:  # a part grows across a segment boundary only when later parts exist
+                old = {p.id: p for p in parts.get(key, [])}
+                for i, p in enumerate(new):
+                    before = old.get(p.id)
+                    if (
+                        isinstance(p, (TextPart, ReasoningPart))
+                        and isinstance(before, (TextPart, ReasoningPart))
+                        and any(q.id in old for q in new[i + 1 :])  # (cheap: usually no later part)
+                        and not p.same_text(before)
+                    ):
+                        grown = p.id
+                        break
             parts[key] = new
         if isinstance(fact, DeltaFact):
             cur = parts.get(key)

@@ -190,8 +190,10 @@ class _TextLike:
         if self._id != other._id or self._extra != other._extra:
             return False
         if self._buf is other._buf:  # versions of one text: equal unless a longer one added something
-            lo, hi = sorted((self._n, other._n))
-            return lo == hi or not any(self._buf[lo:hi])
+            lo, hi = self._n, other._n
+            if lo == hi:
+                return True
+            return not any(self._buf[lo:hi] if lo < hi else self._buf[hi:lo])
         return bool(self.text == other.text)
 
     def __hash__(self) -> int:

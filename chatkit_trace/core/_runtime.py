@@ -398,11 +398,22 @@ class ChatCore:
         at: float | None = None,
     ) -> FactResult:
         """Create or replace a whole message (R2.4 ``message``)."""
+        return self._message(run_id, event_id, message, session_id, source_sequence)
+
+    def _message(
+        self,
+        run_id: str,
+        event_id: str | None,
+        message: RuntimeMessage | Mapping[str, Any],
+        session_id: str | None,
+        source_sequence: int | float | None,
+    ) -> FactResult:
+        """:meth:`emit_message` with positional arguments (``admit``'s hot path)."""
         run = self._gate(session_id, run_id, event_id)
         if type(run) is FactResult:
             return run
         assert isinstance(run, _Run)
-        if not self._sequence_ok(run, source_sequence):
+        if source_sequence is not None and run.last_seq is not None and source_sequence < run.last_seq:
             return _REJ_SEQ
         if run.output_sealed:
             return _REJ_OUTPUT
@@ -518,7 +529,13 @@ class ChatCore:
             return rejected(R.INVALID_TRANSITION, "delta must be a string")
         if not delta:
             return _REJ_NO_CHANGE
-        new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
+        last = len(parts) - 1
+        if last == 0:  # a message of one part: no slicing
+            new_parts: tuple[Any, ...] = (part.append(delta),)
+        elif i == last:
+            new_parts = parts[:i] + (part.append(delta),)
+        else:
+            new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
         self._messages = self._messages.set(pos, msg.with_parts(new_parts))
         run.seen.add(event_id)
         if source_sequence is not None:
@@ -914,9 +931,9 @@ class ChatCore:
             return self._delta(
                 fact.run_id, fact.event_id, fact.message_id, fact.part_id, fact.delta, fact.session_id, fact.source_sequence
             )
-        common = fact.common()
         if kind is MessageFact:
-            return self.emit_message(message=fact.message, **common)
+            return self._message(fact.run_id, fact.event_id, fact.message, fact.session_id, fact.source_sequence)
+        common = fact.common()
         if kind is PhaseFact:
             return self.emit_phase(phase=fact.phase, **common)
         if kind is WorkItemFact:

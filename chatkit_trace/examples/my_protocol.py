@@ -60,21 +60,25 @@ class Answer:
         self.run_id = run_id
         self.parts: list[Any] = []
         self.segment = 0
+        self._pid = "text:0"  # f"text:{self.segment}", made once per segment
+        self._empty: RuntimeMessage | None = None  # the answer without parts: to_message's template
 
     @property
     def message_id(self) -> str:
         return f"assistant:{self.run_id}"
 
     def append_text(self, text: str) -> str:
-        pid = f"text:{self.segment}"
-        for i, part in enumerate(self.parts):
+        pid = self._pid
+        parts = self.parts
+        for i in range(len(parts) - 1, -1, -1):  # ids are unique: the last part matches first when text streams
+            part = parts[i]
             if part.id == pid:
                 # Objects handed to the Core are frozen: replace, never mutate
                 # (R13.1).  append() makes the longer part in O(1), sharing its
                 # chunks with this one (part.text + text copied the whole text).
-                self.parts[i] = part.append(text)
+                parts[i] = part.append(text)
                 return pid
-        self.parts.append(TextPart(pid, text))
+        parts.append(TextPart(pid, text))
         return pid
 
     def apply_tool(self, event: Mapping[str, Any]) -> None:
@@ -84,6 +88,7 @@ class Answer:
                 ToolCallPart(pid, str(event["id"]), str(event["name"]), args=freeze(event.get("args", {})))
             )
             self.segment += 1
+            self._pid = f"text:{self.segment}"
             return
         for i, part in enumerate(self.parts):
             if part.id == pid and isinstance(part, ToolCallPart):
@@ -92,7 +97,12 @@ class Answer:
                 )
 
     def to_message(self) -> RuntimeMessage:
-        return RuntimeMessage(self.message_id, "assistant", tuple(self.parts), run_id=self.run_id)
+        empty = self._empty
+        if empty is None:
+            empty = self._empty = RuntimeMessage(self.message_id, "assistant", (), run_id=self.run_id)
+        # The same value RuntimeMessage(...) builds, its frozen fields copied
+        # from the template (one message per text event: issue 18).
+        return empty.with_parts(tuple(self.parts))
 
 
 def to_user_message(run_id: str, text: str) -> RuntimeMessage:
@@ -142,7 +152,7 @@ class MyProtocol(AdapterProtocol):
         return [to_user_message(ctx.run_id, input_text(input))]
 
     def identify_event(self, event: Any) -> EventIdentity | None:
-        if not isinstance(event, Mapping) or not event.get("run"):
+        if not (type(event) is dict or isinstance(event, Mapping)) or not event.get("run"):
             return None
         kind = event.get("type")
         return EventIdentity(
@@ -150,10 +160,10 @@ class MyProtocol(AdapterProtocol):
         )
 
     def event_known(self, event: Any) -> bool:
-        return isinstance(event, Mapping) and event.get("type") in ("started", "text", "tool", "tool_result", "done", "error")
+        return (type(event) is dict or isinstance(event, Mapping)) and event.get("type") in ("started", "text", "tool", "tool_result", "done", "error")
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):  # a dict first: the ABC check costs more
             return []
         answer = ctx.state.get("answer")
         if answer is None:
@@ -163,7 +173,7 @@ class MyProtocol(AdapterProtocol):
     def event_limits(self, event: Any) -> tuple[str, ...]:
         """A ``started`` event has no field for the run's input: a run another
         client started shows no user message live (CK505, once per route)."""
-        if isinstance(event, Mapping) and event.get("type") == "started":
+        if (type(event) is dict or isinstance(event, Mapping)) and event.get("type") == "started":
             return (PASSIVE_INPUT,)
         return ()
 

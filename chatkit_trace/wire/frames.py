@@ -47,6 +47,7 @@ __all__ = [
     "loads",
     "parse_json",
     "reader_cutoff",
+    "sse_frames",
     "NDJSON_CONTENT_TYPES",
     "content_transport",
 ]
@@ -144,6 +145,62 @@ def frame_from_sse(event: SSEEvent, exchange_index: int, index: int, at: float) 
         event.error,
         event.data_offsets,
     )
+
+
+def sse_frames(data: bytes, exchange_index: int, at: float, spacing: float) -> list[Frame] | None:
+    """The frames of a whole SSE body made of simple events only, in one pass
+    from bytes to frames; None when the body has anything else.
+
+    Simple: LF line ends, no byte order mark, every block one ``data:`` line
+    of valid UTF-8 no longer than :data:`DEFAULT_MAX_LINE`, the body ending
+    with the blank line of its last event (most recorded streams).  For such
+    a body :class:`~chatkit_trace.wire.sse.SSEParser` takes its one-line path
+    for every block and keeps no state between them; this builds the same
+    frames ``frame_from_sse`` would make of its events, without the events
+    (issue 18).  Anything else (None): the parser decides, and explains.
+    """
+    if not data or data[0] == 0xEF or b"\r" in data or not data.endswith(b"\n\n"):
+        return None
+    if data.isascii():  # byte offsets are character offsets: split the text, one slice per event
+        return _ascii_sse_frames(data.decode("ascii"), exchange_index, at, spacing)
+    blocks = data.split(b"\n\n")
+    blocks.pop()  # b"": the body ends with a blank line
+    out: list[Frame] = []
+    add = out.append
+    pos = 0
+    i = 0
+    for block in blocks:
+        n = len(block)
+        if n > DEFAULT_MAX_LINE or not block.startswith(b"data:") or b"\n" in block:
+            return None
+        v = 6 if n > 5 and block[5] == 32 else 5  # one space after the colon is dropped
+        try:
+            text = block[v:].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        add(Frame(exchange_index, i, "sse", "in", text, None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + v,)))
+        pos += n + 2
+        i += 1
+    return out
+
+
+def _ascii_sse_frames(data: str, exchange_index: int, at: float, spacing: float) -> list[Frame] | None:
+    """:func:`sse_frames` of an ASCII body, decoded already."""
+    blocks = data.split("\n\n")
+    blocks.pop()  # "": the body ends with a blank line
+    out: list[Frame] = []
+    add = out.append
+    pos = 0
+    i = 0
+    for block in blocks:
+        n = len(block)
+        if n > DEFAULT_MAX_LINE or not block.startswith("data:") or "\n" in block:
+            return None
+        v = 6 if n > 5 and block[5] == " " else 5  # one space after the colon is dropped
+        add(Frame(exchange_index, i, "sse", "in", block[v:], None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + v,)))
+        pos += n + 2
+        i += 1
+    return out
 
 
 def _decode_text(data: bytes, start: int) -> tuple[str, DecodeError | None]:
