@@ -19,12 +19,12 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -532,24 +532,91 @@ def update_static(widget: Static, content: Any, container: Size | None = None) -
         widget.refresh(layout=True)
 
 
-class Panel(VerticalScroll):
-    """A scrolling panel with one Static (snapshot, frame detail)."""
+class _Body:
+    """What a :class:`Panel` shows (``render()`` gives it, as ``Static.render`` did)."""
+
+    def __init__(self) -> None:
+        self.content: Any = ""
+        self.visual: Visual | None = None
+
+    def render(self) -> Any:
+        return self.visual if self.visual is not None else self.content
+
+
+class Panel(ScrollView, can_focus=True):
+    """A scrolling panel of text (snapshot, frame detail), drawn through the Line API.
+
+    It shows what a ``Static`` inside a ``VerticalScroll`` showed (the same
+    wrapping, padding and scrollbar), but a new text is laid out here, at the
+    panel's width, and the panel repaints only itself: no screen layout pass
+    when the text's height changes and no reflow when it scrolls (a cursor
+    move updates two panels; a layout pass re-arranges the whole screen, tens
+    of ms beside a long run's timeline).  The laid-out lines are kept until
+    the text or the width changes.
+    """
 
     DEFAULT_CSS = """
-    Panel { background: $surface; padding: 0 1; }
-    Panel > Static { width: 100%; }
+    Panel { background: $surface; padding: 0 1; overflow-x: hidden; overflow-y: auto; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.body = Static("", markup=True)
-
-    def compose(self):  # type: ignore[no-untyped-def]
-        yield self.body
+        self.body = _Body()
+        self._lines: list[Strip] = []
+        self._laid: tuple[int, int] | None = None  # (width, scrollbar width) the lines were laid out for
+        self._scroll_end = False
 
     def show(self, content: Any, *, scroll: str = "keep") -> None:
-        update_static(self.body, content, self.size)
+        body = self.body
+        if content is not body.content or body.visual is None:
+            body.content = content
+            body.visual = visualize(self, content, markup=True)
+            self._laid = None
+        self._scroll_end = scroll == "end"
+        self._lay_out()
         if scroll == "home":
-            self.scroll_home(animate=False)
+            self.scroll_to(y=0, animate=False, immediate=True)
         elif scroll == "end":
-            self.call_after_refresh(self.scroll_end, animate=False)
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self.refresh()
+
+    def _text_width(self, scrollbar: bool) -> int:
+        width = self.content_region.width  # inside the padding, scrollbar not counted
+        return max(0, width - (self.styles.scrollbar_size_vertical if scrollbar else 0))
+
+    def _lay_out(self) -> None:
+        """Wrap the text at the panel's width (narrower by the scrollbar when it overflows)."""
+        if self.body.visual is None or not self.size.width:
+            return
+        height = self.content_region.height
+        bar = self.styles.scrollbar_size_vertical
+        key = (self._text_width(False), bar)
+        if self._laid != key:
+            style = self.visual_style
+            lines = Visual.to_strips(self, self.body.visual, key[0], None, style)
+            if len(lines) > height and bar:
+                lines = Visual.to_strips(self, self.body.visual, self._text_width(True), None, style)
+            self._lines, self._laid = lines, key
+        size = Size(self._text_width(False), len(self._lines))
+        if size != self.virtual_size:
+            # the scrollable size without a layout pass (a scrollbar that appears or goes still asks for one)
+            self.set_reactive(Widget.virtual_size, size)
+            self._scroll_update(size)
+
+    def on_resize(self) -> None:
+        self._laid = None
+        self._lay_out()
+        if self._scroll_end:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+
+    def notify_style_update(self) -> None:
+        self._laid = None
+        super().notify_style_update()
+        self._lay_out()
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        if 0 <= index < len(self._lines):
+            return self._lines[index]
+        # below the text: the panel's background alone (as below a Static)
+        return Strip.blank(self.scrollable_content_region.width, self.visual_style.rich_style.background_style)
