@@ -532,6 +532,15 @@ def update_static(widget: Static, content: Any, container: Size | None = None) -
         widget.refresh(layout=True)
 
 
+def _min_lines(visual: Any, width: int) -> int:
+    """At least how many lines ``visual`` wraps to at ``width`` (each line's cells
+    over the width, rounded up: wrapping at words only adds lines); 0 when unknown."""
+    plain = getattr(visual, "plain", None)
+    if not isinstance(plain, str) or width <= 0:
+        return 0
+    return sum(max(1, -(-cell_len(line) // width)) for line in plain.split("\n"))
+
+
 class _Body:
     """What a :class:`Panel` shows (``render()`` gives it, as ``Static.render`` did)."""
 
@@ -593,9 +602,14 @@ class Panel(ScrollView, can_focus=True):
         key = (self._text_width(False), bar)
         if self._laid != key:
             style = self.visual_style
-            lines = Visual.to_strips(self, self.body.visual, key[0], None, style)
-            if len(lines) > height and bar:
-                lines = Visual.to_strips(self, self.body.visual, self._text_width(True), None, style)
+            visual = self.body.visual
+            if bar and _min_lines(visual, key[0]) > height:
+                # overflows for sure: laid out once, beside the scrollbar
+                lines = Visual.to_strips(self, visual, self._text_width(True), None, style)
+            else:
+                lines = Visual.to_strips(self, visual, key[0], None, style)
+                if len(lines) > height and bar:
+                    lines = Visual.to_strips(self, visual, self._text_width(True), None, style)
             self._lines, self._laid = lines, key
         size = Size(self._text_width(False), len(self._lines))
         if size != self.virtual_size:
