@@ -219,6 +219,8 @@ class SessionReplayer:
         self.max_bytes = max_bytes
         self.cache: LRU = LRU(cache_size, max_cache_bytes)
         self._lock = threading.Lock()  # the cache is read by the UI thread
+        #: held while a thread replays (the worker, or the UI thread's short cut)
+        self._busy = threading.Lock()
         self._exchanges: list[Exchange] | None = None
         self._since = time.perf_counter()
         self._replay_time = 0.0
@@ -349,6 +351,30 @@ class SessionReplayer:
         hit = self.cached(key)
         if hit is not None:
             return hit
+        with self._busy:
+            return self._moment(key, None, self.interruptible)
+
+    def try_moment(self, key: Key, budget: int) -> Moment | None:
+        """The moment at ``key`` if it is at most ``budget`` events from a cursor and
+        no worker is replaying: the UI thread's short cut (a page down replays a
+        page's rows in a millisecond or two; a request to the worker costs a
+        second screen update).  None otherwise: the events replayed on the way
+        stay replayed (and their moments cached), the worker does the rest."""
+        self.last_request = time.monotonic()  # the user is busy: the frontier waits
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            return self._moment(key, budget, False)
+        finally:
+            self._busy.release()
+
+    def _moment(self, key: Key, budget: int | None, interruptible: bool) -> Moment | None:
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
         best: _Cursor | None = None
         for cur in (self.frontier, self.scratch):
             if (
@@ -366,9 +392,12 @@ class SessionReplayer:
             self.restores += 1
             self.scratch = best = _Cursor(self, self._load(ck[2]), ck[0], ck[1])
         assert best is not None
-        return self._advance(best, key)
+        return self._advance(best, key, budget, interruptible)
 
-    def _advance(self, cur: _Cursor, key: Key) -> Moment | None:
+    def _advance(
+        self, cur: _Cursor, key: Key, budget: int | None = None, interruptible: bool = False
+    ) -> Moment | None:
+        # long-function: the replay loop: fast-forward far events, keep near moments, checkpoints, give up when superseded or over budget
         """Replay ``cur`` up to the event ``key``; the moments of the last
         events before it (up to the cache's size) are kept, the earlier ones
         are fast-forwarded (no snapshot, no moment: a jump to the end of a long
@@ -394,18 +423,27 @@ class SessionReplayer:
                     last = m
                 n += 1
                 # (the UI thread gets the GIL every switch interval anyway)
-                if n % 256 == 0 and self._request is not None and self.interruptible:
+                if n % 256 == 0 and self._request is not None and interruptible:
                     return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
                 if cur is self.frontier and cur.position % self.every == 0:
                     self._replay_time += time.perf_counter() - t
                     self._checkpoint(cur)
                     t = time.perf_counter()
+                if budget is not None and n >= budget:
+                    nxt = cur.peek()
+                    if nxt is not None and nxt[0] <= key:
+                        last = None  # over budget before ``key``: the worker goes on from here
+                        break
         if cur is self.frontier:
             self._replay_time += time.perf_counter() - t
         return last
 
     def extend(self, n: int = 256) -> bool:
         """Advance the frontier by up to ``n`` events; False when it has nothing left to do."""
+        with self._busy:
+            return self._extend(n)
+
+    def _extend(self, n: int) -> bool:
         cur = self.frontier
         t = time.perf_counter()
         for _ in range(n):

@@ -46,6 +46,10 @@ from .widgets import FindingsList, Panel, TimelineView, VirtualList, update_stat
 
 __all__ = ["SPEEDS", "RunScreen", "fact_brief"]
 
+#: A snapshot at most this many events from a replay cursor is computed at once
+#: (about 2 ms; further away the worker computes it and the screen says "computing…").
+SYNC_EVENTS = 128
+
 #: Playback speeds (a multiple of the recorded pace; 0 = as fast as the screen follows).
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 50.0, 0.0)
 
@@ -154,6 +158,7 @@ class RunScreen(Screen[None]):
     def on_mount(self) -> None:
         self._signature = self.viewer.data.session_signature(self.run.session_for_replay)
         self.query_one(TimelineView).fill = self._fill_from_replay
+        self.query_one(TimelineView).moved = self.on_cursor
         self.load()
         if self.initial_finding is not None:
             self.jump_to_finding(self.initial_finding)
@@ -273,10 +278,6 @@ class RunScreen(Screen[None]):
 
     # -- the cursor ---------------------------------------------------------------------
 
-    @on(VirtualList.Highlighted, "#timeline")
-    def _timeline_moved(self, event: VirtualList.Highlighted) -> None:
-        self.on_cursor(event.index)
-
     def on_cursor(self, index: int) -> None:
         view = self.query_one(TimelineView)
         row = view.get_row(index)
@@ -288,7 +289,7 @@ class RunScreen(Screen[None]):
             self.query_one("#detail", Panel).show("")
             return
         key = row_key(row)
-        m = self.replayer.cached(key) if self.replayer is not None else None
+        m = self.replayer.try_moment(key, SYNC_EVENTS) if self.replayer is not None else None
         if m is not None:
             self.pending_row = None
             self.show_moment(index, row, m)

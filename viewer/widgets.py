@@ -5,7 +5,9 @@
 becomes visible, rendered once into a :class:`~textual.strip.Strip` and kept
 in a bounded LRU cache; a list of a million rows costs what its visible rows
 cost.  Line 0 is a sticky header.  Cursor moves post :class:`VirtualList.Highlighted`
-(coalescing: a flood of moves collapses into the last one), Enter and
+(coalescing: a flood of moves collapses into the last one) or call ``moved``
+at once (the run's timeline: the moved row and the panes that follow it
+reach the screen in one update), Enter and
 double-click post :class:`VirtualList.Selected`.
 """
 
@@ -105,6 +107,8 @@ class VirtualList(ScrollView, can_focus=True):
     columns: ClassVar[Sequence[Column]] = ()
     #: shown when there is no row
     empty_text = ""
+    #: called with the new cursor instead of posting :class:`Highlighted`, when set
+    moved: Callable[[int], None] | None = None
 
     def __init__(
         self, *, name: str | None = None, id: str | None = None, classes: str | None = None
@@ -275,7 +279,10 @@ class VirtualList(ScrollView, can_focus=True):
         self.refresh_row(old)
         self.refresh_row(new)
         self.scroll_to_cursor()
-        self.post_message(self.Highlighted(self, new))
+        if self.moved is not None:
+            self.moved(new)  # at once: the row and what depends on it reach the screen in one update
+        else:
+            self.post_message(self.Highlighted(self, new))
 
     def scroll_to_cursor(self, *, center: bool = False) -> None:
         top = self.scroll_offset.y
