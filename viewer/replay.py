@@ -238,6 +238,10 @@ class SessionReplayer:
         self.last_request = 0.0
         self.replays = 0  # how many events were processed (for tests and the bench)
         self.restores = 0
+        #: states a child process replayed ahead (:mod:`.ahead`), in replay order
+        self.remote: list[tuple[Key | None, int, bytes]] = []
+        self._remote_bytes = 0
+        self.ahead: Any = None
         self._checkpoint(self.frontier)
 
     # -- state ----------------------------------------------------------------------
@@ -258,6 +262,56 @@ class SessionReplayer:
 
     def _load(self, blob: bytes) -> Replayer:
         return pickle.loads(blob)
+
+    # -- replaying ahead in a child process (see .ahead) ----------------------------------
+
+    def _named(self) -> dict[str, Any]:
+        return {"adapter": self.adapter, "protocol": self.adapter.protocol, "data": self.data}
+
+    def portable_dump(self, rp: Replayer) -> bytes:
+        from .ahead import PortablePickler
+
+        buf = io.BytesIO()
+        PortablePickler(buf, self._named(), _LazyFrames).dump(rp)
+        return buf.getvalue()
+
+    def portable_load(self, blob: bytes) -> Replayer:
+        from .ahead import PortableUnpickler
+
+        return PortableUnpickler(io.BytesIO(blob), self._named(), lambda e: _LazyFrames(self.data, e)).load()
+
+    def add_remote(self, key: Key | None, position: int, blob: bytes) -> None:
+        """A state the child replayed to; every other one is dropped past ``max_bytes``."""
+        with self._lock:
+            self.remote.append((key, position, blob))
+            self._remote_bytes += len(blob)
+            if self._remote_bytes > self.max_bytes and len(self.remote) > 2:
+                self.remote = self.remote[1::2]
+                self._remote_bytes = sum(len(b) for _, _, b in self.remote)
+
+    def start_ahead(self, path: str, profile: str | None, every: int = 4096) -> None:
+        """Replay this session ahead in a child process (long sessions: see :mod:`.ahead`)."""
+        from .ahead import Ahead
+
+        expect = (type(self.adapter).__qualname__, self.capabilities)
+        self.ahead = Ahead(path, profile, self.session_key, self.horizon, every, expect, self.add_remote)
+
+    def stop_ahead(self) -> None:
+        if self.ahead is not None:
+            self.ahead.stop()
+
+    def _nearest_remote(self, key: Key) -> tuple[Key | None, int, bytes] | None:
+        with self._lock:
+            remote = self.remote
+            lo, hi = 0, len(remote)
+            while lo < hi:  # the last state strictly before ``key``
+                mid = (lo + hi) // 2
+                k = remote[mid][0]
+                if k is None or k < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return remote[lo - 1] if lo else None
 
     def _checkpoint(self, cur: _Cursor) -> None:
         """Keep the frontier's state; thin out when there are too many or they
@@ -388,7 +442,11 @@ class SessionReplayer:
             if k is None or k < key:
                 ck = (k, pos, blob)
                 break
-        if ck is not None and (best is None or _after(ck[0], best.key)):
+        far = self._nearest_remote(key) if self.remote else None
+        if far is not None and (ck is None or _after(far[0], ck[0])) and (best is None or _after(far[0], best.key)):
+            self.restores += 1
+            self.scratch = best = _Cursor(self, self.portable_load(far[2]), far[0], far[1])
+        elif ck is not None and (best is None or _after(ck[0], best.key)):
             self.restores += 1
             self.scratch = best = _Cursor(self, self._load(ck[2]), ck[0], ck[1])
         assert best is not None
@@ -425,6 +483,14 @@ class SessionReplayer:
                 # (the UI thread gets the GIL every switch interval anyway)
                 if n % 256 == 0 and self._request is not None and interruptible:
                     return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
+                if n % 256 == 0 and self.remote:
+                    ahead = self._nearest_remote(key)
+                    if ahead is not None and ahead[1] > cur.position + 1024:
+                        # the child process got further meanwhile: go on from its state
+                        if cur is self.frontier:
+                            self._replay_time += time.perf_counter() - t
+                        self.restores += 1
+                        self.scratch = cur = _Cursor(self, self.portable_load(ahead[2]), ahead[0], ahead[1])
                 if cur is self.frontier and cur.position % self.every == 0:
                     self._replay_time += time.perf_counter() - t
                     self._checkpoint(cur)

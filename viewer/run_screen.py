@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from .ahead import MIN_EVENTS
 from .data import (
     END,
     START,
@@ -210,6 +211,14 @@ class RunScreen(Screen[None]):
             last = self.viewer.data.row(tl, len(tl) - 1)
             if last is not None:
                 rp.horizon = row_key(last)
+        if self.replayer is not None:
+            self.replayer.stop_ahead()
+        if not self.viewer.live and tl is not None and len(tl) >= MIN_EVENTS:
+            # a long run: a child process replays it ahead (a jump far away restores its state)
+            try:
+                rp.start_ahead(self.viewer.source.path, self.viewer.source.open_profile)
+            except OSError:
+                pass  # no child: the worker replays alone, as for a short run
         self.replayer = rp
         self.replay_loop(rp)
 
@@ -735,6 +744,7 @@ class RunScreen(Screen[None]):
         self.workers.cancel_group(self, "replay")
         if self.replayer is not None:
             self.replayer.wake()
+            self.replayer.stop_ahead()
 
     def trace_changed(self, *, derived: bool = False) -> None:
         """The trace grew (live tail) or was analysed (``derived``): reload rows, keep the
