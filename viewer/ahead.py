@@ -54,7 +54,7 @@ class PortablePickler(pickle.Pickler):
     ``named`` objects (the adapter, its protocol, the trace) by name, a session's
     frames by exchange, local functions and lambdas by their code."""
 
-    def __init__(self, file: io.BytesIO, named: dict[str, Any], frames_type: type) -> None:
+    def __init__(self, file: io.BytesIO, named: dict[str, Any], frames_type: type[Any]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.names = {id(obj): name for name, obj in named.items()}
         self.frames_type = frames_type
