@@ -116,6 +116,7 @@ class VirtualList(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self._strips: LRU = LRU(512)
         self._tones: dict[str, Style] = {}
+        self._combos: dict[Any, Style] = {}  # row styles and row style + tone, made once
         self._count = 0
 
     # -- to implement -----------------------------------------------------------------
@@ -154,6 +155,7 @@ class VirtualList(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         self._strips.clear()
         self._tones.clear()
+        self._combos.clear()
         super().notify_style_update()
 
     def on_focus(self) -> None:
@@ -192,17 +194,42 @@ class VirtualList(ScrollView, can_focus=True):
         fixed = sum(w for _, w, _ in self.columns if w) + max(0, len(self.columns) - 1)
         return [w if w else max(4, width - fixed) for _, w, _ in self.columns]
 
+    def _row_style(self, tone: str, selected: bool) -> Style:
+        """The style of a whole row (the widget's, its tone, the cursor's), made once per kind."""
+        key = (tone, selected, self.has_focus)
+        style = self._combos.get(key)
+        if style is None:
+            style = self.rich_style
+            if tone:
+                style = style + self._style(tone)
+            if selected:
+                style = style + self.get_component_rich_style("vl--cursor" if self.has_focus else "vl--cursor-blur")
+            self._combos[key] = style
+        return style
+
     def _segments(
-        self, cells_per_col: list[list[Cell]], width: int, selected: bool = False
+        self, cells_per_col: list[list[Cell]], width: int, selected: bool = False, row_style: Style | None = None
     ) -> list[Segment]:
         """Cells laid out in their columns (truncated with an ellipsis, padded), as segments.
-        On the cursor's row muted text takes the cursor's colour (contrast)."""
+        On the cursor's row muted text takes the cursor's colour (contrast).  With
+        ``row_style`` the segments come styled already (the row's style under each
+        cell's tone, each combination made once): what ``Segment.apply_style`` gave."""
         out: list[Segment] = []
         style_of = (
             (lambda tone: None if tone == "muted" else self._style(tone))
             if selected
             else self._style
         )
+        if row_style is not None:
+            plain = style_of
+            combos = self._combos
+
+            def style_of(tone: str) -> Style | None:
+                key = (row_style, tone, selected)
+                style = combos.get(key)
+                if style is None:
+                    style = combos[key] = row_style + plain(tone)
+                return style
         for n, (cells, w, (_, _, align)) in enumerate(
             zip(cells_per_col, self._widths(width), self.columns, strict=False)
         ):
@@ -219,7 +246,7 @@ class VirtualList(ScrollView, can_focus=True):
                     length = w - used
                 col.append(Segment(text, style_of(tone)))
                 used += length
-            pad = Segment(" " * (w - used)) if w > used else None
+            pad = Segment(" " * (w - used), row_style) if w > used else None
             if align == ">" and pad is not None:
                 out.append(pad)
                 out.extend(col)
@@ -228,38 +255,33 @@ class VirtualList(ScrollView, can_focus=True):
                 if pad is not None:
                     out.append(pad)
             if n < len(self.columns) - 1:
-                out.append(Segment(" "))
+                out.append(Segment(" ", row_style))
         return out
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        index = self.scroll_offset.y + y - 1
+        if y > 0 and index < self._count:
+            return self._row_strip(index, width)
         base = self.rich_style
         if y == 0:
             header = [[(title, "")] for title, _, _ in self.columns]
             style = base + self.get_component_rich_style("vl--header")
             strip = Strip(self._segments(header, width)).crop_extend(0, width, style)
             return strip.apply_style(style)
-        index = self.scroll_offset.y + y - 1
-        if index >= self._count:
-            if self._count == 0 and y == 1 and self.empty_text:
-                text = Segment(" " + self.empty_text, self._style("muted"))
-                return Strip([text]).crop_extend(0, width, base).apply_style(base)
-            return Strip.blank(width, base)
+        if self._count == 0 and y == 1 and self.empty_text:
+            text = Segment(" " + self.empty_text, self._style("muted"))
+            return Strip([text]).crop_extend(0, width, base).apply_style(base)
+        return Strip.blank(width, base)
+
+    def _row_strip(self, index: int, width: int) -> Strip:
+        """A row's line, from the strip cache or built from pre-styled segments."""
         selected = index == self.cursor
         key = (index, width, selected, self.has_focus)
         strip = self._strips.get(key)
         if strip is None:
-            style = base
-            tone = self.row_tone(index)
-            if tone:
-                style = style + self._style(tone)
-            if selected:
-                style = style + self.get_component_rich_style(
-                    "vl--cursor" if self.has_focus else "vl--cursor-blur"
-                )
-            segments = Segment.apply_style(
-                self._segments(self.row_cells(index), width, selected), style
-            )
+            style = self._row_style(self.row_tone(index), selected)
+            segments = self._segments(self.row_cells(index), width, selected, style)
             strip = Strip(segments).crop_extend(0, width, style)
             self._strips.put(key, strip)
         return strip

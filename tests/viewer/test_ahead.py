@@ -181,3 +181,29 @@ async def test_a_panel_lays_out_a_new_text_and_keeps_the_end_in_view(tmp_path):
         assert panel.virtual_size.height == 1 and panel.scroll_offset.y == 0
         assert panel.render_line(0).text.startswith("short text")
         assert panel.body.render().plain == "short text"
+
+
+async def test_pre_styled_rows_equal_rows_styled_afterwards(tmp_path):
+    """The timeline's rows are built from segments styled once per kind; they must be
+    the strips ``Segment.apply_style`` gave (the row's style under every cell's tone)."""
+    from rich.segment import Segment
+    from textual.strip import Strip
+
+    path = long_trace(tmp_path / "short.db", 60)
+    app = ViewerApp(path, poll=0, analyse="never", session="s1", run="r1")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.settled)
+        view = app.screen.query_one(TimelineView)
+        width = view.size.width
+        for focused in (False, True):
+            if focused:
+                view.focus()
+                await pilot.pause()
+            for index in range(view.row_count()):
+                for selected in (False, True):
+                    style = view._row_style(view.row_tone(index), selected)
+                    cells = view.row_cells(index)
+                    fast = Strip(view._segments(cells, width, selected, style)).crop_extend(0, width, style)
+                    slow = Strip(Segment.apply_style(view._segments(cells, width, selected), style)).crop_extend(0, width, style)
+                    assert list(fast) == list(slow)
+                    assert fast.text.strip()  # not an empty row
