@@ -36,6 +36,8 @@ __all__ = ["MIN_EVENTS", "Ahead", "PortablePickler", "PortableUnpickler"]
 
 #: a session with fewer frames is replayed in the viewer's process alone (under a second)
 MIN_EVENTS = 20_000
+#: near the end of the session the child sends a state this often (events)
+NEAR_END = 256
 
 
 def _rebuild_function(
@@ -120,6 +122,10 @@ def _child(out: Any, path: str, profile: str | None, session: str, horizon: Any,
         return  # not the adapter the viewer uses: the viewer replays alone
     data = TraceData(path)
     rp = SessionReplayer(data, session, adapter, caps, every=1 << 30)
+    # the session's events at most (requests, frames, stream ends): its last
+    # 4 x NEAR_END events get a state every NEAR_END, so a step back from
+    # the end replays a few hundred events, not up to ``every``
+    total = sum(data.frame_count(ex.index) + 2 for ex in rp.exchanges())
     cur = rp.frontier
     with paused_gc():
         while True:
@@ -128,9 +134,14 @@ def _child(out: Any, path: str, profile: str | None, session: str, horizon: Any,
                 break
             cur.step(moment=False)
             after = cur.peek()
-            # every ``every`` events, and right before the last one (a jump to the end)
-            if cur.position % every == 0 or (after is not None and horizon is not None and after[0] == horizon):
-                _send(out, (cur.key, cur.position, rp.portable_dump(cur.rp)))
+            pos = cur.position
+            # every ``every`` events, densely near the end, and right before the last one (a jump to the end)
+            if (
+                pos % every == 0
+                or (total - pos <= 4 * NEAR_END and pos % NEAR_END == 0)
+                or (after is not None and horizon is not None and after[0] == horizon)
+            ):
+                _send(out, (cur.key, pos, rp.portable_dump(cur.rp)))
 
 
 class Ahead:

@@ -51,8 +51,9 @@ def test_states_from_the_child_process_equal_a_straight_replay(tmp_path):
     try:
         assert rp.ahead.wait(120)
         positions = [pos for _, pos, _ in rp.remote]
-        # every 500 events, and right before the last one (the request, 3000 frames, the end: 3002 events)
-        assert positions == [500, 1000, 1500, 2000, 2500, 3000, 3001]
+        # every 500 events, every 256 in the last 1024, and right before the last one
+        # (the request, 3000 frames, the end: 3002 events)
+        assert positions == [500, 1000, 1500, 2000, 2048, 2304, 2500, 2560, 2816, 3000, 3001]
         for k in keys:
             before = rp.replays
             m = rp.moment(k)
@@ -137,6 +138,11 @@ async def test_a_long_run_jumps_to_its_end_from_the_childs_state(tmp_path, monke
         await wait_for(pilot, lambda: screen.settled)
         assert screen.moment.snapshot.to_json() == expected
         assert rp.restores >= 1
+        # a step back from the end restores a state near it (dense near the session's end)
+        before = rp.replays
+        screen.query_one(TimelineView).action_move(-1)
+        await wait_for(pilot, lambda: screen.settled)
+        assert 0 < rp.replays - before <= 256
         child = rp.ahead.process
         await pilot.press("escape")
         await wait_for(pilot, lambda: child.poll() is not None)
