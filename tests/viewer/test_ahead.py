@@ -126,6 +126,9 @@ async def test_a_long_run_jumps_to_its_end_from_the_childs_state(tmp_path, monke
     path, loaded, data, tl = _setup(tmp_path, 1500)
     end = row_key(data.row(tl, len(tl) - 1))
     expected = _straight(data, loaded, [end])[end]
+    # no replay ahead in the viewer's own process while the test waits (its checkpoints
+    # would serve the step back below, and its replays would count in rp.replays)
+    monkeypatch.setattr(SessionReplayer, "extend", lambda self, n=256: False)
     app = ViewerApp(path, poll=0, analyse="never", session="s1", run="r1")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.settled)
@@ -156,7 +159,10 @@ async def test_a_short_run_has_no_child(tmp_path):
         assert app.screen.replayer.ahead is None
 
 
-async def test_a_cursor_move_shows_its_snapshot_in_the_same_call(tmp_path):
+async def test_a_cursor_move_shows_its_snapshot_in_the_same_call(tmp_path, monkeypatch):
+    # the worker never replays ahead here (it would hold the replayer a moment: then the
+    # UI thread leaves the row to it, correctly, and this test could not tell)
+    monkeypatch.setattr(SessionReplayer, "extend", lambda self, n=256: False)
     path = long_trace(tmp_path / "short.db", 400)
     app = ViewerApp(path, poll=0, analyse="never", session="s1", run="r1")
     async with app.run_test(size=SIZE) as pilot:
