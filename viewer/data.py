@@ -243,10 +243,9 @@ class Row:
             return "error"
         if self.result_error is not None or self.state == "error":
             return "error"
-        if self.facts and any(
-            not f.accepted and f.reason not in ("duplicate-event", "no-change") for f in self.facts
-        ):
-            return "rejected"
+        for f in self.facts or ():
+            if not f.accepted and f.reason not in ("duplicate-event", "no-change"):
+                return "rejected"
         if self.shadow:
             return "lost"
         return None

@@ -219,6 +219,8 @@ class SessionReplayer:
         self.max_bytes = max_bytes
         self.cache: LRU = LRU(cache_size, max_cache_bytes)
         self._lock = threading.Lock()  # the cache is read by the UI thread
+        #: held while a thread replays (the worker, or the UI thread's short cut)
+        self._busy = threading.Lock()
         self._exchanges: list[Exchange] | None = None
         self._since = time.perf_counter()
         self._replay_time = 0.0
@@ -236,6 +238,10 @@ class SessionReplayer:
         self.last_request = 0.0
         self.replays = 0  # how many events were processed (for tests and the bench)
         self.restores = 0
+        #: states a child process replayed ahead (:mod:`.ahead`), in replay order
+        self.remote: list[tuple[Key | None, int, bytes]] = []
+        self._remote_bytes = 0
+        self.ahead: Any = None
         self._checkpoint(self.frontier)
 
     # -- state ----------------------------------------------------------------------
@@ -256,6 +262,56 @@ class SessionReplayer:
 
     def _load(self, blob: bytes) -> Replayer:
         return pickle.loads(blob)
+
+    # -- replaying ahead in a child process (see .ahead) ----------------------------------
+
+    def _named(self) -> dict[str, Any]:
+        return {"adapter": self.adapter, "protocol": self.adapter.protocol, "data": self.data}
+
+    def portable_dump(self, rp: Replayer) -> bytes:
+        from .ahead import PortablePickler
+
+        buf = io.BytesIO()
+        PortablePickler(buf, self._named(), _LazyFrames).dump(rp)
+        return buf.getvalue()
+
+    def portable_load(self, blob: bytes) -> Replayer:
+        from .ahead import PortableUnpickler
+
+        return PortableUnpickler(io.BytesIO(blob), self._named(), lambda e: _LazyFrames(self.data, e)).load()
+
+    def add_remote(self, key: Key | None, position: int, blob: bytes) -> None:
+        """A state the child replayed to; every other one is dropped past ``max_bytes``."""
+        with self._lock:
+            self.remote.append((key, position, blob))
+            self._remote_bytes += len(blob)
+            if self._remote_bytes > self.max_bytes and len(self.remote) > 2:
+                self.remote = self.remote[1::2]
+                self._remote_bytes = sum(len(b) for _, _, b in self.remote)
+
+    def start_ahead(self, path: str, profile: str | None, every: int = 4096) -> None:
+        """Replay this session ahead in a child process (long sessions: see :mod:`.ahead`)."""
+        from .ahead import Ahead
+
+        expect = (type(self.adapter).__qualname__, self.capabilities)
+        self.ahead = Ahead(path, profile, self.session_key, self.horizon, every, expect, self.add_remote)
+
+    def stop_ahead(self) -> None:
+        if self.ahead is not None:
+            self.ahead.stop()
+
+    def _nearest_remote(self, key: Key) -> tuple[Key | None, int, bytes] | None:
+        with self._lock:
+            remote = self.remote
+            lo, hi = 0, len(remote)
+            while lo < hi:  # the last state strictly before ``key``
+                mid = (lo + hi) // 2
+                k = remote[mid][0]
+                if k is None or k < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return remote[lo - 1] if lo else None
 
     def _checkpoint(self, cur: _Cursor) -> None:
         """Keep the frontier's state; thin out when there are too many or they
@@ -349,6 +405,30 @@ class SessionReplayer:
         hit = self.cached(key)
         if hit is not None:
             return hit
+        with self._busy:
+            return self._moment(key, None, self.interruptible)
+
+    def try_moment(self, key: Key, budget: int) -> Moment | None:
+        """The moment at ``key`` if it is at most ``budget`` events from a cursor and
+        no worker is replaying: the UI thread's short cut (a page down replays a
+        page's rows in a millisecond or two; a request to the worker costs a
+        second screen update).  None otherwise: the events replayed on the way
+        stay replayed (and their moments cached), the worker does the rest."""
+        self.last_request = time.monotonic()  # the user is busy: the frontier waits
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            return self._moment(key, budget, False)
+        finally:
+            self._busy.release()
+
+    def _moment(self, key: Key, budget: int | None, interruptible: bool) -> Moment | None:
+        hit = self.cached(key)
+        if hit is not None:
+            return hit
         best: _Cursor | None = None
         for cur in (self.frontier, self.scratch):
             if (
@@ -362,13 +442,20 @@ class SessionReplayer:
             if k is None or k < key:
                 ck = (k, pos, blob)
                 break
-        if ck is not None and (best is None or _after(ck[0], best.key)):
+        far = self._nearest_remote(key) if self.remote else None
+        if far is not None and (ck is None or _after(far[0], ck[0])) and (best is None or _after(far[0], best.key)):
+            self.restores += 1
+            self.scratch = best = _Cursor(self, self.portable_load(far[2]), far[0], far[1])
+        elif ck is not None and (best is None or _after(ck[0], best.key)):
             self.restores += 1
             self.scratch = best = _Cursor(self, self._load(ck[2]), ck[0], ck[1])
         assert best is not None
-        return self._advance(best, key)
+        return self._advance(best, key, budget, interruptible)
 
-    def _advance(self, cur: _Cursor, key: Key) -> Moment | None:
+    def _advance(
+        self, cur: _Cursor, key: Key, budget: int | None = None, interruptible: bool = False
+    ) -> Moment | None:
+        # long-function: the replay loop: fast-forward far events, keep near moments, checkpoints, give up when superseded or over budget
         """Replay ``cur`` up to the event ``key``; the moments of the last
         events before it (up to the cache's size) are kept, the earlier ones
         are fast-forwarded (no snapshot, no moment: a jump to the end of a long
@@ -394,18 +481,35 @@ class SessionReplayer:
                     last = m
                 n += 1
                 # (the UI thread gets the GIL every switch interval anyway)
-                if n % 256 == 0 and self._request is not None and self.interruptible:
+                if n % 256 == 0 and self._request is not None and interruptible:
                     return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
+                if n % 256 == 0 and self.remote:
+                    ahead = self._nearest_remote(key)
+                    if ahead is not None and ahead[1] > cur.position + 1024:
+                        # the child process got further meanwhile: go on from its state
+                        if cur is self.frontier:
+                            self._replay_time += time.perf_counter() - t
+                        self.restores += 1
+                        self.scratch = cur = _Cursor(self, self.portable_load(ahead[2]), ahead[0], ahead[1])
                 if cur is self.frontier and cur.position % self.every == 0:
                     self._replay_time += time.perf_counter() - t
                     self._checkpoint(cur)
                     t = time.perf_counter()
+                if budget is not None and n >= budget:
+                    nxt = cur.peek()
+                    if nxt is not None and nxt[0] <= key:
+                        last = None  # over budget before ``key``: the worker goes on from here
+                        break
         if cur is self.frontier:
             self._replay_time += time.perf_counter() - t
         return last
 
     def extend(self, n: int = 256) -> bool:
         """Advance the frontier by up to ``n`` events; False when it has nothing left to do."""
+        with self._busy:
+            return self._extend(n)
+
+    def _extend(self, n: int) -> bool:
         cur = self.frontier
         t = time.perf_counter()
         for _ in range(n):

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from .ahead import MIN_EVENTS
 from .data import (
     END,
     START,
@@ -45,6 +46,10 @@ from .timeline import Timeline, build_timeline
 from .widgets import FindingsList, Panel, TimelineView, VirtualList, update_static
 
 __all__ = ["SPEEDS", "RunScreen", "fact_brief"]
+
+#: A snapshot at most this many events from a replay cursor is computed at once
+#: (about 2 ms; further away the worker computes it and the screen says "computing…").
+SYNC_EVENTS = 128
 
 #: Playback speeds (a multiple of the recorded pace; 0 = as fast as the screen follows).
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 50.0, 0.0)
@@ -154,6 +159,7 @@ class RunScreen(Screen[None]):
     def on_mount(self) -> None:
         self._signature = self.viewer.data.session_signature(self.run.session_for_replay)
         self.query_one(TimelineView).fill = self._fill_from_replay
+        self.query_one(TimelineView).moved = self.on_cursor
         self.load()
         if self.initial_finding is not None:
             self.jump_to_finding(self.initial_finding)
@@ -205,6 +211,14 @@ class RunScreen(Screen[None]):
             last = self.viewer.data.row(tl, len(tl) - 1)
             if last is not None:
                 rp.horizon = row_key(last)
+        if self.replayer is not None:
+            self.replayer.stop_ahead()
+        if not self.viewer.live and tl is not None and len(tl) >= MIN_EVENTS:
+            # a long run: a child process replays it ahead (a jump far away restores its state)
+            try:
+                rp.start_ahead(self.viewer.source.path, self.viewer.source.open_profile)
+            except OSError:
+                pass  # no child: the worker replays alone, as for a short run
         self.replayer = rp
         self.replay_loop(rp)
 
@@ -273,10 +287,6 @@ class RunScreen(Screen[None]):
 
     # -- the cursor ---------------------------------------------------------------------
 
-    @on(VirtualList.Highlighted, "#timeline")
-    def _timeline_moved(self, event: VirtualList.Highlighted) -> None:
-        self.on_cursor(event.index)
-
     def on_cursor(self, index: int) -> None:
         view = self.query_one(TimelineView)
         row = view.get_row(index)
@@ -288,7 +298,7 @@ class RunScreen(Screen[None]):
             self.query_one("#detail", Panel).show("")
             return
         key = row_key(row)
-        m = self.replayer.cached(key) if self.replayer is not None else None
+        m = self.replayer.try_moment(key, SYNC_EVENTS) if self.replayer is not None else None
         if m is not None:
             self.pending_row = None
             self.show_moment(index, row, m)
@@ -734,6 +744,7 @@ class RunScreen(Screen[None]):
         self.workers.cancel_group(self, "replay")
         if self.replayer is not None:
             self.replayer.wake()
+            self.replayer.stop_ahead()
 
     def trace_changed(self, *, derived: bool = False) -> None:
         """The trace grew (live tail) or was analysed (``derived``): reload rows, keep the

@@ -5,7 +5,9 @@
 becomes visible, rendered once into a :class:`~textual.strip.Strip` and kept
 in a bounded LRU cache; a list of a million rows costs what its visible rows
 cost.  Line 0 is a sticky header.  Cursor moves post :class:`VirtualList.Highlighted`
-(coalescing: a flood of moves collapses into the last one), Enter and
+(coalescing: a flood of moves collapses into the last one) or call ``moved``
+at once (the run's timeline: the moved row and the panes that follow it
+reach the screen in one update), Enter and
 double-click post :class:`VirtualList.Selected`.
 """
 
@@ -19,12 +21,12 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -105,6 +107,8 @@ class VirtualList(ScrollView, can_focus=True):
     columns: ClassVar[Sequence[Column]] = ()
     #: shown when there is no row
     empty_text = ""
+    #: called with the new cursor instead of posting :class:`Highlighted`, when set
+    moved: Callable[[int], None] | None = None
 
     def __init__(
         self, *, name: str | None = None, id: str | None = None, classes: str | None = None
@@ -112,6 +116,7 @@ class VirtualList(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self._strips: LRU = LRU(512)
         self._tones: dict[str, Style] = {}
+        self._combos: dict[Any, Style] = {}  # row styles and row style + tone, made once
         self._count = 0
 
     # -- to implement -----------------------------------------------------------------
@@ -150,6 +155,7 @@ class VirtualList(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         self._strips.clear()
         self._tones.clear()
+        self._combos.clear()
         super().notify_style_update()
 
     def on_focus(self) -> None:
@@ -188,17 +194,42 @@ class VirtualList(ScrollView, can_focus=True):
         fixed = sum(w for _, w, _ in self.columns if w) + max(0, len(self.columns) - 1)
         return [w if w else max(4, width - fixed) for _, w, _ in self.columns]
 
+    def _row_style(self, tone: str, selected: bool) -> Style:
+        """The style of a whole row (the widget's, its tone, the cursor's), made once per kind."""
+        key = (tone, selected, self.has_focus)
+        style = self._combos.get(key)
+        if style is None:
+            style = self.rich_style
+            if tone:
+                style = style + self._style(tone)
+            if selected:
+                style = style + self.get_component_rich_style("vl--cursor" if self.has_focus else "vl--cursor-blur")
+            self._combos[key] = style
+        return style
+
     def _segments(
-        self, cells_per_col: list[list[Cell]], width: int, selected: bool = False
+        self, cells_per_col: list[list[Cell]], width: int, selected: bool = False, row_style: Style | None = None
     ) -> list[Segment]:
         """Cells laid out in their columns (truncated with an ellipsis, padded), as segments.
-        On the cursor's row muted text takes the cursor's colour (contrast)."""
+        On the cursor's row muted text takes the cursor's colour (contrast).  With
+        ``row_style`` the segments come styled already (the row's style under each
+        cell's tone, each combination made once): what ``Segment.apply_style`` gave."""
         out: list[Segment] = []
         style_of = (
             (lambda tone: None if tone == "muted" else self._style(tone))
             if selected
             else self._style
         )
+        if row_style is not None:
+            plain = style_of
+            combos = self._combos
+
+            def style_of(tone: str) -> Style | None:
+                key = (row_style, tone, selected)
+                style = combos.get(key)
+                if style is None:
+                    style = combos[key] = row_style + plain(tone)
+                return style
         for n, (cells, w, (_, _, align)) in enumerate(
             zip(cells_per_col, self._widths(width), self.columns, strict=False)
         ):
@@ -215,7 +246,7 @@ class VirtualList(ScrollView, can_focus=True):
                     length = w - used
                 col.append(Segment(text, style_of(tone)))
                 used += length
-            pad = Segment(" " * (w - used)) if w > used else None
+            pad = Segment(" " * (w - used), row_style) if w > used else None
             if align == ">" and pad is not None:
                 out.append(pad)
                 out.extend(col)
@@ -224,38 +255,33 @@ class VirtualList(ScrollView, can_focus=True):
                 if pad is not None:
                     out.append(pad)
             if n < len(self.columns) - 1:
-                out.append(Segment(" "))
+                out.append(Segment(" ", row_style))
         return out
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        index = self.scroll_offset.y + y - 1
+        if y > 0 and index < self._count:
+            return self._row_strip(index, width)
         base = self.rich_style
         if y == 0:
             header = [[(title, "")] for title, _, _ in self.columns]
             style = base + self.get_component_rich_style("vl--header")
             strip = Strip(self._segments(header, width)).crop_extend(0, width, style)
             return strip.apply_style(style)
-        index = self.scroll_offset.y + y - 1
-        if index >= self._count:
-            if self._count == 0 and y == 1 and self.empty_text:
-                text = Segment(" " + self.empty_text, self._style("muted"))
-                return Strip([text]).crop_extend(0, width, base).apply_style(base)
-            return Strip.blank(width, base)
+        if self._count == 0 and y == 1 and self.empty_text:
+            text = Segment(" " + self.empty_text, self._style("muted"))
+            return Strip([text]).crop_extend(0, width, base).apply_style(base)
+        return Strip.blank(width, base)
+
+    def _row_strip(self, index: int, width: int) -> Strip:
+        """A row's line, from the strip cache or built from pre-styled segments."""
         selected = index == self.cursor
         key = (index, width, selected, self.has_focus)
         strip = self._strips.get(key)
         if strip is None:
-            style = base
-            tone = self.row_tone(index)
-            if tone:
-                style = style + self._style(tone)
-            if selected:
-                style = style + self.get_component_rich_style(
-                    "vl--cursor" if self.has_focus else "vl--cursor-blur"
-                )
-            segments = Segment.apply_style(
-                self._segments(self.row_cells(index), width, selected), style
-            )
+            style = self._row_style(self.row_tone(index), selected)
+            segments = self._segments(self.row_cells(index), width, selected, style)
             strip = Strip(segments).crop_extend(0, width, style)
             self._strips.put(key, strip)
         return strip
@@ -275,7 +301,10 @@ class VirtualList(ScrollView, can_focus=True):
         self.refresh_row(old)
         self.refresh_row(new)
         self.scroll_to_cursor()
-        self.post_message(self.Highlighted(self, new))
+        if self.moved is not None:
+            self.moved(new)  # at once: the row and what depends on it reach the screen in one update
+        else:
+            self.post_message(self.Highlighted(self, new))
 
     def scroll_to_cursor(self, *, center: bool = False) -> None:
         top = self.scroll_offset.y
@@ -532,24 +561,105 @@ def update_static(widget: Static, content: Any, container: Size | None = None) -
         widget.refresh(layout=True)
 
 
-class Panel(VerticalScroll):
-    """A scrolling panel with one Static (snapshot, frame detail)."""
+def _min_lines(visual: Any, width: int) -> int:
+    """At least how many lines ``visual`` wraps to at ``width`` (each line's cells
+    over the width, rounded up: wrapping at words only adds lines); 0 when unknown."""
+    plain = getattr(visual, "plain", None)
+    if not isinstance(plain, str) or width <= 0:
+        return 0
+    return sum(max(1, -(-cell_len(line) // width)) for line in plain.split("\n"))
+
+
+class _Body:
+    """What a :class:`Panel` shows (``render()`` gives it, as ``Static.render`` did)."""
+
+    def __init__(self) -> None:
+        self.content: Any = ""
+        self.visual: Visual | None = None
+
+    def render(self) -> Any:
+        return self.visual if self.visual is not None else self.content
+
+
+class Panel(ScrollView, can_focus=True):
+    """A scrolling panel of text (snapshot, frame detail), drawn through the Line API.
+
+    It shows what a ``Static`` inside a ``VerticalScroll`` showed (the same
+    wrapping, padding and scrollbar), but a new text is laid out here, at the
+    panel's width, and the panel repaints only itself: no screen layout pass
+    when the text's height changes and no reflow when it scrolls (a cursor
+    move updates two panels; a layout pass re-arranges the whole screen, tens
+    of ms beside a long run's timeline).  The laid-out lines are kept until
+    the text or the width changes.
+    """
 
     DEFAULT_CSS = """
-    Panel { background: $surface; padding: 0 1; }
-    Panel > Static { width: 100%; }
+    Panel { background: $surface; padding: 0 1; overflow-x: hidden; overflow-y: auto; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.body = Static("", markup=True)
-
-    def compose(self):  # type: ignore[no-untyped-def]
-        yield self.body
+        self.body = _Body()
+        self._lines: list[Strip] = []
+        self._laid: tuple[int, int] | None = None  # (width, scrollbar width) the lines were laid out for
+        self._scroll_end = False
 
     def show(self, content: Any, *, scroll: str = "keep") -> None:
-        update_static(self.body, content, self.size)
+        body = self.body
+        if content is not body.content or body.visual is None:
+            body.content = content
+            body.visual = visualize(self, content, markup=True)
+            self._laid = None
+        self._scroll_end = scroll == "end"
+        self._lay_out()
         if scroll == "home":
-            self.scroll_home(animate=False)
+            self.scroll_to(y=0, animate=False, immediate=True)
         elif scroll == "end":
-            self.call_after_refresh(self.scroll_end, animate=False)
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        self.refresh()
+
+    def _text_width(self, scrollbar: bool) -> int:
+        width = self.content_region.width  # inside the padding, scrollbar not counted
+        return max(0, width - (self.styles.scrollbar_size_vertical if scrollbar else 0))
+
+    def _lay_out(self) -> None:
+        """Wrap the text at the panel's width (narrower by the scrollbar when it overflows)."""
+        if self.body.visual is None or not self.size.width:
+            return
+        height = self.content_region.height
+        bar = self.styles.scrollbar_size_vertical
+        key = (self._text_width(False), bar)
+        if self._laid != key:
+            style = self.visual_style
+            visual = self.body.visual
+            if bar and _min_lines(visual, key[0]) > height:
+                # overflows for sure: laid out once, beside the scrollbar
+                lines = Visual.to_strips(self, visual, self._text_width(True), None, style)
+            else:
+                lines = Visual.to_strips(self, visual, key[0], None, style)
+                if len(lines) > height and bar:
+                    lines = Visual.to_strips(self, visual, self._text_width(True), None, style)
+            self._lines, self._laid = lines, key
+        size = Size(self._text_width(False), len(self._lines))
+        if size != self.virtual_size:
+            # the scrollable size without a layout pass (a scrollbar that appears or goes still asks for one)
+            self.set_reactive(Widget.virtual_size, size)
+            self._scroll_update(size)
+
+    def on_resize(self) -> None:
+        self._laid = None
+        self._lay_out()
+        if self._scroll_end:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+
+    def notify_style_update(self) -> None:
+        self._laid = None
+        super().notify_style_update()
+        self._lay_out()
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        if 0 <= index < len(self._lines):
+            return self._lines[index]
+        # below the text: the panel's background alone (as below a Static)
+        return Strip.blank(self.scrollable_content_region.width, self.visual_style.rich_style.background_style)
