@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
@@ -315,7 +315,7 @@ class Replayer:
         self._foreign: dict[str, SessionDecoder] = {}
         self._sockets: dict[int, _Socket] = {}
         #: Streams of a run still open, by (session, run): chatkit reads a run once.
-        self._readers: dict[tuple[str | None, str], set[int]] = {}
+        self._readers: dict[tuple[str | None, str | None], set[int]] = {}
         protocol = adapter.protocol
         self._has_identity = protocol.implements("identify_event")
         self._has_known = protocol.implements("event_known")
@@ -458,11 +458,11 @@ class Replayer:
             elif not exchange.failed:
                 s.core.observe_connection(run_id=run_id, state="connected")
         elif cap == "abort":
-            run_id = exchange.run_id
-            if run_id is not None and s.core.run_view(run_id) is not None:
-                s.core.abort(run_id, at=at)
+            aborted = exchange.run_id
+            if aborted is not None and s.core.run_view(aborted) is not None:
+                s.core.abort(aborted, at=at)
                 s.core.take_requests()
-                s.core.abort_settled(run_id, not exchange.failed, at=at)
+                s.core.abort_settled(aborted, not exchange.failed, at=at)
         elif cap == "history":
             self.history(s, exchange, rec)
         elif cap == "status":
@@ -538,7 +538,7 @@ class Replayer:
         """A history read: an HTTP exchange, or on a socket the server message
         (``reply``, at ``at``, frame ``frame_index``) answering a history command."""
         socket = frame_index is not None
-        started = at if socket else exchange.started_at
+        started = cast(float, at) if socket else exchange.started_at  # a socket's reply comes with its time
         before = s.core.snapshot
         baselines = {}
         for run_id, run in s.runs.items():
@@ -659,7 +659,7 @@ class Replayer:
             value, run_id, event_id, f"{exchange.index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
         )
         if stopped:
-            fr.state = "after-" + rec.reader_stop[0]
+            fr.state = "after-" + rec.reader_stop[0]  # type: ignore[index]  # stopped: the reader stop is set
             if decoded.facts:
                 fr.shadow = list(decoded.facts)
             return
@@ -907,9 +907,9 @@ class Replayer:
     # -- end of an exchange -----------------------------------------------------------
 
     def end(self, exchange: Exchange) -> None:
-        for s in self.out.sessions.values():
-            if s.pending_live is not None:
-                self.settle_live(s)
+        for live in self.out.sessions.values():
+            if live.pending_live is not None:
+                self.settle_live(live)
         rec = self.out.exchanges[exchange.index]
         readers = self._readers.get((rec.session_id, rec.run_id))
         if readers is not None:
@@ -958,7 +958,7 @@ def _reader_error(rec: ExchangeRecord, fr: FrameRecord, frame: Frame, err: Any, 
     if not lost and frame.text is None and not stopped:
         fr.state = "empty"
         return
-    fr.state = "after-" + rec.reader_stop[0] if stopped else "error"
+    fr.state = "after-" + rec.reader_stop[0] if stopped else "error"  # type: ignore[index]  # stopped: the reader stop is set
     if not stopped:
         rec.reader_stop = ("error", frame.index)
 
@@ -993,15 +993,15 @@ def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
         if kind is not TextPart and kind is not ReasoningPart:
             continue
         q = held.get(p.id)
-        if q is None or type(q) is not kind or p._buf is q._buf or p.extra != q.extra:
+        if q is None or type(q) is not kind or p._buf is q._buf or p.extra != q.extra:  # type: ignore[union-attr]  # kind: a text part
             continue  # nothing to share, or shared already
-        new, old = p.text, q.text
+        new, old = p.text, q.text  # type: ignore[union-attr]  # kind: a text part
         if type(new) is str and type(old) is str and len(new) > len(old) and new.startswith(old):
             parts[i] = q.append(new[len(old):])
             changed = True
     if not changed:
         return fact
-    return MessageFact._make(
+    return MessageFact._make(  # type: ignore[attr-defined]  # core._values adds _make
         fact.session_id, fact.run_id, fact.event_id, fact.source_sequence, fact.position, fact.at, message.with_parts(tuple(parts))
     )
 
@@ -1045,7 +1045,7 @@ class _Socket:
     def __init__(self, exchange: Exchange) -> None:
         note = (exchange.notes or {}).get("identity")
         note = note if isinstance(note, dict) else {}
-        events = note.get("events") if isinstance(note.get("events"), dict) else {}
+        events: Any = note.get("events") if isinstance(note.get("events"), dict) else {}
         self.session_ptrs = tuple(tuple(p) for p in events.get("session") or () if isinstance(p, list))
         self.run_ptrs = tuple(tuple(p) for p in events.get("run") or () if isinstance(p, list))
         rules = note.get("messages")
@@ -1196,8 +1196,8 @@ def replay(
             # Each exchange's events in a row: no event list to build and sort.
             for ex in sequential:
                 start(ex)
-                for fr in ex.frames:
-                    frame(ex, fr)
+                for f in ex.frames:
+                    frame(ex, f)
                 end(ex)
             return r.finish()
         for _, _, kind, _, ex, fr in _events(exchanges):

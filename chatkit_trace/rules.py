@@ -274,8 +274,8 @@ def explain(name: str) -> str:
             _plain(doc.ui),
         ]
         for rid in doc.rules:
-            rule = rules()[rid]
-            parts += ["", f"{rule.id} {rule.title}", _plain(rule.text)]
+            cited = rules()[rid]
+            parts += ["", f"{cited.id} {cited.title}", _plain(cited.text)]
         parts += ["", f"See {rule_link(doc.code)} (installed copy: {_installed()})."]
         return "\n".join(parts)
     rule = rules().get(key)

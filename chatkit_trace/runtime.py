@@ -43,7 +43,7 @@ import itertools
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .adapters._factory import Adapter, SessionDecoder
 from .adapters._protocol import (
@@ -92,7 +92,7 @@ class Response:
         return json.loads(data or b"null")
 
 
-def _is_response(result: Any) -> bool:
+def _is_response(result: Any) -> TypeGuard[Any]:
     return hasattr(result, "status") and (
         hasattr(result, "chunks") or hasattr(getattr(result, "content", None), "iter_any")
     )

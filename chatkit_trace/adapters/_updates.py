@@ -92,9 +92,9 @@ def update_from_json(obj: Any) -> ProtocolUpdate:
         msg = obj.get("message")
         return MessageUpdate(msg if isinstance(msg, RuntimeMessage) else message_from_json(msg))
     if kind == "delta":
-        return DeltaUpdate(obj.get("messageId"), obj.get("partId"), obj.get("delta"))
+        return DeltaUpdate(obj.get("messageId"), obj.get("partId"), obj.get("delta"))  # type: ignore[arg-type]  # passed on as given; the Core judges the values
     if kind == "phase":
-        return PhaseUpdate(obj.get("phase"))
+        return PhaseUpdate(obj.get("phase"))  # type: ignore[arg-type]  # passed on as given; the Core judges the value
     if kind == "completed":
         return CompletedUpdate()
     if kind == "failed":

@@ -375,7 +375,7 @@ class _Book:
                 self._emit(owner, run_id, out)
         prev, msg = self.built.get(mid), self._build(mid, run_id)
         if old is not None and prev is not None and _grown(prev, msg):
-            delta = msg.parts[-1].text[len(prev.parts[-1].text) :]
+            delta = msg.parts[-1].text[len(prev.parts[-1].text) :]  # type: ignore[union-attr]  # _grown: both end in a text part
             self.built[mid] = msg
             if delta:
                 out.append(DeltaUpdate(mid, msg.parts[-1].id, delta))
@@ -409,7 +409,7 @@ class _Book:
         old.extend(new)  # this book's own list: appended in place
         if not delta:
             return True
-        last = prev.parts[-1].append(delta)
+        last = prev.parts[-1].append(delta)  # type: ignore[union-attr]  # checked above: the last part is a text part of this kind
         parts = prev.parts[:-1] + (last,)
         if prev.run_id == run_id and prev.created_at is None and not prev.extra:
             self.built[mid] = prev.with_parts(parts)  # the same fields, nothing to freeze again
@@ -581,7 +581,8 @@ class A2AProtocol(AdapterProtocol):
         return self.request("stream", {"message": self.user_message(input, ctx)}, ctx.run_id)
 
     def project_input(self, input: Any, ctx: EncodeContext) -> list[RuntimeMessage]:
-        book, out = _Book(), []
+        book = _Book()
+        out: list[ProtocolUpdate] = []
         book.message(self.user_message(input, ctx), ctx.run_id, out)
         return [u.message for u in out if isinstance(u, MessageUpdate)]
 

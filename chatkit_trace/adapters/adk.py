@@ -425,7 +425,7 @@ def _content(
             cid = _str_id(fr.get("id"))
             if cid is not None:
                 results[cid] = fr.get("response")  # missing -> None: an empty result (R6.4)
-            home = tools.get(cid) if cid is not None else None
+            home: Any = tools.get(cid) if cid is not None else None  # a key of msgs when it is in msgs
             if home in msgs:
                 if home not in homes:
                     homes.append(home)
@@ -611,7 +611,7 @@ def _final_response(event: Mapping[str, Any]) -> bool:
 
 def _snapshot(inv: str, run: Mapping[str, Any]) -> HistoryRunSnapshot | None:
     end = run.get("end")
-    first = run.get("first")
+    first: Any = run.get("first")  # JSON: checked by ok below
     ok = (
         isinstance(first, (int, float))
         and not isinstance(first, bool)

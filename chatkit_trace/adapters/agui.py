@@ -181,7 +181,7 @@ class _Answer:
             self.messages[mid] = (role, [])
         return self.messages[mid][1]
 
-    def text(self, mid: str, part_id: str, kind: type, delta: str, role: str = "assistant") -> list[ProtocolUpdate]:
+    def text(self, mid: str, part_id: str, kind: type[Any], delta: str, role: str = "assistant") -> list[ProtocolUpdate]:
         entry = self.messages.get(mid)  # open(), inlined: once per text event
         if entry is None:
             entry = self.messages[mid] = (role, [])
@@ -325,7 +325,7 @@ class AGUIProtocol(AdapterProtocol):
                 return []
             return answer.update_tool(call_id, result=freeze(event.get("content")))
         if kind == "RUN_FINISHED":
-            outcome = event.get("outcome") if isinstance(event.get("outcome"), Mapping) else {}
+            outcome: Any = event.get("outcome") if isinstance(event.get("outcome"), Mapping) else {}
             if outcome.get("type") in ("interrupt", "cancelled"):
                 return [InterruptedUpdate(str(outcome["type"]))]
             if answer.pending_tools() or outcome.get("pendingToolCallIds"):
@@ -340,6 +340,7 @@ class AGUIProtocol(AdapterProtocol):
 
     def decode_history(self, value: Any, session_id: str) -> HistoryResult:
         # long-function: one pass over a history's messages, one branch per AG-UI role
+        runs: Any
         if isinstance(value, list):
             items, runs = value, []
         elif isinstance(value, Mapping) and isinstance(value.get("messages"), list):

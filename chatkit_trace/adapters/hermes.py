@@ -317,7 +317,7 @@ class _Answer:
         calls = row.get("tool_calls")
         for tc in calls if isinstance(calls, list) else ():
             if isinstance(tc, Mapping):
-                fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
+                fn: Any = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
                 self.tool_started(
                     fn.get("name"), fn.get("arguments", ABSENT), tc.get("id") or tc.get("call_id")
                 )
@@ -457,7 +457,7 @@ class HermesProtocol(AdapterProtocol):
         kind = _name(event)
         handler = _DECODERS.get(kind) if kind is not None else None
         # done, reasoning.available, tool.progress, unknown events: no update
-        return handler(self, kind, event, ctx) if handler is not None else []
+        return handler(self, kind, event, ctx) if handler is not None else []  # type: ignore[arg-type]  # kind is a str when handler is set
 
     def _message_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         st = ctx.state
@@ -586,7 +586,7 @@ class HermesProtocol(AdapterProtocol):
         status = _SETTLED.get(value["status"]) if isinstance(value.get("status"), str) else None
         if status is None:
             return None
-        created = value.get("created_at")
+        created: Any = value.get("created_at")  # JSON: checked by ok below
         ok = type(created) in (int, float) and math.isfinite(created * 1000) and created >= 0
         error = (
             _failure("run.failed", value.get("error"), "agent run failed")

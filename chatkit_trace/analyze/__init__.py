@@ -62,7 +62,7 @@ def _attach_faults(findings: list[Finding], exchanges: dict[int, Exchange]) -> N
                 continue
             fault = (ex.notes or {}).get("fault") if ex is not None else None
             applied = fault.get("applied") if isinstance(fault, dict) else None
-            if applied:
+            if applied and ex is not None and isinstance(fault, dict):  # applied implies both
                 kinds = ", ".join(sorted({str(a.get("kind", "?")) for a in applied if isinstance(a, dict)}))
                 f.detail["injected_fault"] = {"exchange": ex.index, "applied": applied, "seed": fault.get("seed")}
                 f.message = f"{f.message} (fault injected on exchange {ex.index}: {kinds})"

@@ -450,7 +450,7 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
         elif m.run_id in lives:
             home.append(m.run_id)
         elif m.run_id is not None and m.run_id in known:
-            home.append(outside)  # type: ignore[arg-type] - another run's message: outside this comparison
+            home.append(outside)  # type: ignore[arg-type]  # another run's message: outside this comparison
         else:
             home.append(None if m.run_id is None else "?" + m.run_id)
     homed = {x for x in home if isinstance(x, str) and not x.startswith("?")}
@@ -589,7 +589,7 @@ def comparisons(ctx: Context) -> list[Comparison]:
     out: list[Comparison] = []
     causes = _causes(ctx)
     skips = skip_causes(ctx)
-    passive = passive_input_runs(ctx)
+    passive: dict[Any, dict[str, Any]] = passive_input_runs(ctx)  # looked up with (session, run id or None)
     run_limits: dict[tuple[str | None, str | None], set[str]] = {}
     for fr in ctx.frames():
         if fr.limits:
@@ -611,8 +611,8 @@ def comparisons(ctx: Context) -> list[Comparison]:
                 limit = passive.get((c.session_id, c.run_id))
                 limits = run_limits.get((c.session_id, c.run_id), set())
                 c.live_limits = frozenset(limits)
-                for d in c.diffs:
-                    d, lim = _split_limited(d, limits)
+                for diff in c.diffs:
+                    d, lim = _split_limited(diff, limits)
                     if lim is not None:
                         c.limited.append(lim)
                     if d is None:
@@ -711,8 +711,8 @@ def _explained_by_break(d: Mapping[str, Any]) -> bool:
         a, b = list(d.get("live", [])), list(d.get("history", []))
         return a[: len(b)] == b or b[: len(a)] == a
     if what == "content" and d.get("fields") == ["text"]:
-        a, b = str(d["live"].get("text") or ""), str(d["history"].get("text") or "")
-        return a.startswith(b) or b.startswith(a)
+        x, y = str(d["live"].get("text") or ""), str(d["history"].get("text") or "")
+        return x.startswith(y) or y.startswith(x)
     return False
 
 

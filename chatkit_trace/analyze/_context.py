@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..adapters import Adapter
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS, Snapshot
@@ -63,13 +63,13 @@ class Context:
             for rec in s.runs.values():
                 yield sid, rec, s.core.snapshot
 
-    def run_view(self, session_id: str, run_id: str) -> Any:
-        s = self.replay.sessions.get(session_id)
+    def run_view(self, session_id: str | None, run_id: str) -> Any:
+        s = self.replay.sessions.get(cast(str, session_id))  # None: no such session
         return s.core.snapshot.run(run_id) if s else None
 
-    def settled_later(self, session_id: str, run_id: str) -> str | None:
+    def settled_later(self, session_id: str | None, run_id: str) -> str | None:
         """How a run was settled at all in the trace (fact, history, status), or None."""
-        s = self.replay.sessions.get(session_id)
+        s = self.replay.sessions.get(cast(str, session_id))  # None: no such session
         if s is None:
             return None
         rec = s.runs.get(run_id)

@@ -76,7 +76,7 @@ class Ending:
 
     #: The stream's exchange record.
     rec: ExchangeRecord
-    session_id: str
+    session_id: str | None
     run_id: str
     #: The run's last frame on the stream (``exchange:frame``), or the exchange.
     last: str

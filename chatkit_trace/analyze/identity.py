@@ -267,7 +267,7 @@ def segment_reuse(ctx: Context) -> Iterator[Finding]:
         if not rec.result.accepted:
             continue
         fact = rec.fact
-        key = (fact.session_id, getattr(fact, "message_id", None) or getattr(getattr(fact, "message", None), "id", ""))
+        key: tuple[str, Any] = (fact.session_id, getattr(fact, "message_id", None) or getattr(getattr(fact, "message", None), "id", ""))
         grown: str | None = None
         if isinstance(fact, DeltaFact):
             current = parts.get(key, [])
@@ -320,7 +320,8 @@ def duplicate_ids(ctx: Context) -> Iterator[Finding]:
     # A whole message carrying another run's message id (seed 000 §4.1: the
     # whole message is rejected, reported as an invalid message; decisions.md 97).
     for (sid, run_id), recs in rejections(ctx, "invalid-message", lambda r: r.result.detail == "message-id-unique"):
-        ids = sorted({m.id for m in (getattr(r.fact, "message", None) for r in recs) if isinstance(getattr(m, "id", None), str)})
+        carried: list[Any] = [getattr(r.fact, "message", None) for r in recs]
+        ids = sorted({m.id for m in carried if isinstance(getattr(m, "id", None), str)})
         yield make_finding(
             "CK205", session_id=sid, run_id=run_id, frames=refs(recs),
             message=f"Run {run_id} reuses the id of another run's message ({', '.join(ids[:3])}): the whole message "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
 from ..pipeline import STREAMING, FactRecord
@@ -21,6 +22,9 @@ from ._shared import (
     route_of,
     stop_notices,
 )
+
+if TYPE_CHECKING:
+    from ..core import MessageFact
 
 
 @analyzer("CK101")
@@ -552,8 +556,9 @@ def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
     the backend kept producing (that is CK107)."""
     notices = stop_notices(ctx)
     for (sid, run_id), recs in rejections(ctx, "output-sealed", lambda r: r.seq in notices):
-        first = recs[0]
-        text = clip(getattr(first.fact.message, "text", "") or "", 80)
+        # output-sealed rejects whole messages: every fact here is a MessageFact
+        sealed = [cast("MessageFact", r.fact) for r in recs]
+        text = clip(getattr(sealed[0].message, "text", "") or "", 80)
         note, extra = _history_note(ctx, sid, run_id, "CK113")
         yield make_finding(
             "CK113",
@@ -564,8 +569,8 @@ def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
             + (f" (“{text}”)" if text else "")
             + ": the UI drops it because the stop sealed the run's output."
             + (note if note else " A refresh shows it if history holds it."),
-            detail={"reason": "output-sealed", "count": len(recs), "messages": [r.fact.message.id for r in recs], **extra},
-            keys=[first.fact.message.id],
+            detail={"reason": "output-sealed", "count": len(recs), "messages": [m.message.id for m in sealed], **extra},
+            keys=[sealed[0].message.id],
         )
 
 

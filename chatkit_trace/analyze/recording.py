@@ -29,7 +29,8 @@ def secrets_kept(meta: Mapping[str, Any]) -> Finding | None:
     ]
     if meta.get("redaction") != "off" and not kept:
         return None
-    source = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+    src = meta.get("source")
+    source = src if isinstance(src, dict) else {}
     how = {"import": "imported with --keep-secrets", "fixture": "exported with secrets kept"}.get(
         str(source.get("kind")), "recorded with chatkit_keep_secrets=true"
     )

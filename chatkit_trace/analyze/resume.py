@@ -270,7 +270,8 @@ class _Session:
     def counting(self, r: Source) -> list[int] | None:
         """The ids of the session's earlier subscription streams when every one
         counted by one (the evidence for reading a gap as a skip), else None."""
-        steps, seen = 0, []
+        steps = 0
+        seen: list[int] = []
         for s in self.sources:
             if s.kind != "subscription" or s is r or s.started_at >= r.started_at:
                 continue
@@ -380,9 +381,9 @@ class _Session:
         out.problems.extend(missing.values())
         if missing:
             out.evidence.extend(sorted({p.evidence for p in missing.values() if p.evidence}))
-        pos = {(it.exchange, it.frame): k for k, it in enumerate(r.items)}
+        at = {(it.exchange, it.frame): k for k, it in enumerate(r.items)}
         kind_order = {"repeat": 0, "skip": 1, "reorder": 2}
-        out.problems.sort(key=lambda p: (pos.get((p.item.exchange, p.item.frame), 1 << 30), kind_order[p.kind]))
+        out.problems.sort(key=lambda p: (at.get((p.item.exchange, p.item.frame), 1 << 30), kind_order[p.kind]))
         return out
 
 

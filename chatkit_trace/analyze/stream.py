@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 from ..pipeline import STREAMING
 from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from ._shared import reason_finding, rejections, route_of
+
+if TYPE_CHECKING:
+    from ..wire.errors import DecodeError
 
 
 @analyzer("CK401")
@@ -83,7 +87,7 @@ def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _run_event_ids(ctx: Context, session_id: str, run_id: str, before: float, exclude: int) -> list[str]:
+def _run_event_ids(ctx: Context, session_id: str | None, run_id: str, before: float, exclude: int) -> list[str]:
     """Outer event ids of a run's incoming frames, in arrival order, seen before ``before``."""
     seen: list[str] = []
     for fr in ctx.frames():
@@ -211,7 +215,7 @@ def undecodable_frames(ctx: Context) -> Iterator[Finding]:
             continue
         fr = errors[0]
         err = fr.error
-        loc = err.to_json() if hasattr(err, "to_json") else {"message": str(err)}
+        loc = cast("DecodeError", err).to_json() if hasattr(err, "to_json") else {"message": str(err)}
         after = sum(1 for f in ex.frames if f.state.startswith("after-error"))
         yield make_finding(
             "CK405",

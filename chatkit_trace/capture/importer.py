@@ -234,8 +234,9 @@ def read_har(path: str | Path, data: bytes | None = None) -> list[Exchange]:
 
 def _har_exchange(index: int, start: float, i: int, entry: Mapping[str, Any]) -> Exchange:
     req = entry["request"]
-    resp = entry.get("response") if isinstance(entry.get("response"), Mapping) else {}
-    timings = entry.get("timings") if isinstance(entry.get("timings"), Mapping) else {}
+    got, tim = entry.get("response"), entry.get("timings")
+    resp: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+    timings: Mapping[str, Any] = tim if isinstance(tim, Mapping) else {}
     ttfb = sum(_ms(timings.get(k)) for k in ("blocked", "dns", "connect", "send", "wait"))
     total = _ms(entry.get("time"))
     first = start + ttfb

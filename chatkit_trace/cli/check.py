@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from ..analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
 from ..errors import NothingToJudge, UsageError
@@ -342,7 +342,7 @@ def render_text(result: CheckResult, *, color: bool = False, width: int | None =
 
     width = width if width is not None else _width(color)
     console = Console(
-        record=True, width=width or 100_000, color_system="standard" if color else None, force_terminal=color, file=_Null()
+        record=True, width=width or 100_000, color_system="standard" if color else None, force_terminal=color, file=cast("IO[str]", _Null())
     )
     styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
     if not result.findings:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from ag_ui.core import (
     AssistantMessage,
@@ -131,27 +131,34 @@ class Thread:
 
     def apply(self, event: BaseEvent, run_id: str) -> None:
         """Persist what an event adds, as the agent's own store would."""
+        # the event's type names its class (ag_ui's events carry a literal type)
         t = event.type.value
         if t == "TEXT_MESSAGE_START":
-            self.messages.append(AssistantMessage(id=event.message_id, content=""))
+            started = cast(TextMessageStartEvent, event)
+            self.messages.append(AssistantMessage(id=started.message_id, content=""))
         elif t == "TEXT_MESSAGE_CONTENT":
-            msg = next(m for m in self.messages if m.id == event.message_id)
-            msg.content = (msg.content or "") + event.delta
+            content = cast(TextMessageContentEvent, event)
+            msg = next(m for m in self.messages if m.id == content.message_id)
+            msg.content = (msg.content or "") + content.delta
         elif t == "TOOL_CALL_START":
-            msg = next(m for m in self.messages if m.id == event.parent_message_id)
-            call = ToolCall(id=event.tool_call_id, function=FunctionCall(name=event.tool_call_name, arguments=""))
+            call_start = cast(ToolCallStartEvent, event)
+            msg = next(m for m in self.messages if m.id == call_start.parent_message_id)
+            call = ToolCall(id=call_start.tool_call_id, function=FunctionCall(name=call_start.tool_call_name, arguments=""))
             msg.tool_calls = [*(msg.tool_calls or []), call]
         elif t == "TOOL_CALL_ARGS":
+            args = cast(ToolCallArgsEvent, event)
             for m in self.messages:
                 for c in getattr(m, "tool_calls", None) or []:
-                    if c.id == event.tool_call_id:
-                        c.function.arguments += event.delta
+                    if c.id == args.tool_call_id:
+                        c.function.arguments += args.delta
         elif t == "TOOL_CALL_RESULT":
-            self.messages.append(ToolMessage(id=event.message_id, tool_call_id=event.tool_call_id, content=event.content))
+            result = cast(ToolCallResultEvent, event)
+            self.messages.append(ToolMessage(id=result.message_id, tool_call_id=result.tool_call_id, content=result.content))
         elif t == "RUN_FINISHED":
             self._run(run_id)["status"] = "completed"
         elif t == "RUN_ERROR":
-            self._run(run_id).update(status="failed", error={"code": event.code, "message": event.message})
+            failed = cast(RunErrorEvent, event)
+            self._run(run_id).update(status="failed", error={"code": failed.code, "message": failed.message})
 
     def closed(self, run_id: str) -> None:
         """The client went away: the agent stops and records the run cancelled."""

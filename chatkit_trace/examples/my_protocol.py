@@ -184,7 +184,8 @@ class MyProtocol(AdapterProtocol):
             for run in value["runs"]:
                 if not isinstance(run, Mapping) or not isinstance(run.get("id"), str):
                     continue
-                frames = run.get("frames") if isinstance(run.get("frames"), list) else []
+                listed = run.get("frames")
+                frames = listed if isinstance(listed, list) else []
                 out[run["id"]] = [str(f["id"]) for f in frames if isinstance(f, Mapping) and f.get("id") is not None]
         return out
 

@@ -394,21 +394,21 @@ class _Builder:
                 out.append((info, self._run_row(info, view)))
                 known.add((sid, view.id))
         # runs a finding names that the Core never started (the send failed, CK110 ...)
-        for f in found:
-            key = (f.session_id, f.run_id)
-            if f.session_id is None or f.run_id is None or key in known or key in self.runs:
+        for finding in found:
+            key = (finding.session_id, finding.run_id)
+            if finding.session_id is None or finding.run_id is None or key in known or key in self.runs:
                 continue
             known.add(key)  # type: ignore[arg-type]
-            exs = [e.index for e in exchanges if e.session_id == f.session_id and e.run_id == f.run_id]
+            named = [e.index for e in exchanges if e.session_id == finding.session_id and e.run_id == finding.run_id]
             for g in found:
                 if (g.session_id, g.run_id) != key:
                     continue
                 for ref in g.frames:
                     p = _parse_ref(ref)
-                    if p is not None and p[0] not in exs:
-                        exs.append(p[0])
-            info = RunInfo(f.session_id, f.run_id, "not started", exchanges=tuple(exs), replay_session=session_id)
-            t = [starts[e] for e in exs if e in starts]
+                    if p is not None and p[0] not in named:
+                        named.append(p[0])
+            info = RunInfo(finding.session_id, finding.run_id, "not started", exchanges=tuple(named), replay_session=session_id)
+            t = [starts[e] for e in named if e in starts]
             info.first_at = min(t) if t else None
             out.append((info, self._run_row(info, None)))
         return out

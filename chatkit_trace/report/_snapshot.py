@@ -23,7 +23,7 @@ content ``check`` compares).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..analyze.identity import visible
 from ..core import ReasoningPart, RuntimeMessage, Snapshot, TextPart, thaw
@@ -71,7 +71,7 @@ def _appended(old: Any, new: Any) -> str | None:
     if type(old) is not type(new) or old.id != new.id or old.extra != new.extra:
         return None
     buf = getattr(new, "_buf", None)
-    if buf is not None and buf is getattr(old, "_buf", None):
+    if buf is not None and buf is cast(Any, getattr(old, "_buf", None)):
         n_old, n_new = old._n, new._n  # noqa: SLF001 - the Core's chunk buffer (read only)
         if n_new >= n_old:
             chunks = buf[n_old:n_new]

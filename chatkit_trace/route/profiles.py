@@ -29,7 +29,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import unquote, unquote_plus
 
 from pydantic import (
@@ -571,7 +571,7 @@ class Profile(BaseModel):
         from ..adapters import create_adapter, load_protocol
 
         protocol = load_protocol(self.protocol)
-        caps = {c: True for c in self.capabilities if c != "run"}
+        caps: dict[str, Any] = {c: True for c in self.capabilities if c != "run"}
         if "subscribe" in caps and not protocol.implements("identify_event"):
             del caps["subscribe"]
         if "history" in caps and not protocol.implements("decode_history"):
@@ -908,7 +908,7 @@ class _Matcher:
                 if k not in REQUEST_KINDS:
                     continue
                 if k == "path":
-                    raw = m.group(s.name)
+                    raw = m.group(cast(str, s.name))  # a path source names its placeholder
                     value = unquote(raw) if "%" in raw else raw
                 elif k == "query":
                     value = (query or {}).get(s.name) or None  # type: ignore[arg-type]
@@ -1384,5 +1384,6 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
         )
     protocol = load_protocol(protocol_name)
     capabilities = frozenset(caps) if caps else frozenset({"abort", "history", "resume", "subscribe", "regenerate", "edit"})
-    adapter = create_adapter(protocol, **{c: True for c in capabilities if c != "run"})
+    wanted: dict[str, Any] = {c: True for c in capabilities if c != "run"}
+    adapter = create_adapter(protocol, **wanted)
     return adapter, capabilities | {"run"}, name

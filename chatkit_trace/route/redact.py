@@ -46,7 +46,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote, unquote, unquote_plus
 
 from .secrets import Scrubber, Secrets, Span
@@ -299,6 +299,12 @@ class Redactor:
 
     # -- bodies ----------------------------------------------------------------------------
 
+    @overload
+    def redact_body(self, body: bytes, content_type: str | None = None) -> bytes: ...
+    @overload
+    def redact_body(self, body: None, content_type: str | None = None) -> None: ...
+    @overload
+    def redact_body(self, body: bytes | None, content_type: str | None = None) -> bytes | None: ...
     def redact_body(self, body: bytes | None, content_type: str | None = None) -> bytes | None:
         """A redacted copy of a body: JSON field-wise at any depth, form bodies
         pair-wise, NDJSON line by line; anything else unchanged.  Never raises;
@@ -499,9 +505,9 @@ class Redactor:
             seen = memo.get(attr) if memo is not None else None
             if seen is not None and seen[0] is body and seen[1] == gen:
                 continue  # this very object was found clean with everything known now
-            new, spans = sc.data(bytes(body))
+            new_body, spans = sc.data(bytes(body))
             if spans:
-                setattr(ex, attr, new)
+                setattr(ex, attr, new_body)
                 out.append((f"{side}.body", [_span_note("body", s, s.at) for s in spans]))
             if memo is not None:
                 memo[attr] = (getattr(ex, attr), gen)  # holds the object: its id cannot be reused

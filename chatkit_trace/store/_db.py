@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlite_utils import Database
 
@@ -30,6 +30,9 @@ from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ..wire.frames import loads
 from ._schema import DERIVED_TABLES, MIGRATIONS, QUEUE_TABLE, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
+
+if TYPE_CHECKING:
+    from sqlite_utils.db import Table
 
 __all__ = [
     "ALL",
@@ -169,8 +172,8 @@ def frame_from_row(row: Sequence[Any]) -> Frame:
         start,
         end,
         at or 0.0,
-        DecodeError.from_json(loads(error)) if error else None,
-        tuple(loads(offsets)) if offsets else None,
+        DecodeError.from_json(loads(error)) if error else None,  # type: ignore[arg-type]  # the JSON frame_row wrote
+        tuple(loads(offsets)) if offsets else None,  # type: ignore[arg-type]  # the JSON frame_row wrote
     )
 
 
@@ -299,10 +302,14 @@ class TraceStore:
             MIGRATIONS.apply(self.db)
             self.set_meta("schema_version", SCHEMA_VERSION)
 
+    def _table(self, name: str) -> Table:
+        """``self.db[name]`` for a table (never a view), typed as one."""
+        return cast("Table", self.db[name])
+
     # ------------------------------------------------------------------ meta
 
     def set_meta(self, key: str, value: Any) -> None:
-        self.db["meta"].insert({"key": key, "value": json.dumps(value, default=str)}, replace=True)
+        self._table("meta").insert({"key": key, "value": json.dumps(value, default=str)}, replace=True)
 
     def get_meta(self, key: str, default: Any = None) -> Any:
         rows = list(self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchall())
@@ -314,7 +321,7 @@ class TraceStore:
     # ------------------------------------------------------------------ recorded data
 
     def add_exchange(self, ex: Exchange, *, with_frames: bool = True) -> None:
-        self.db["exchanges"].insert(exchange_row(ex), replace=True)
+        self._table("exchanges").insert(exchange_row(ex), replace=True)
         if with_frames and ex.frames:
             self.add_frames(ex.frames)
 
@@ -326,13 +333,13 @@ class TraceStore:
             elif k == "notes":
                 v = _dumps(v)
             row[k] = v
-        self.db["exchanges"].update(index, row)
+        self._table("exchanges").update(index, row)
 
     def add_frames(self, frames: Iterable[Frame]) -> None:
         self.db.conn.executemany(_FRAME_INSERT, [frame_row(f) for f in frames])
 
     def add_capture_error(self, where: str, message: str, *, flow_id: str | None = None, exchange_id: int | None = None) -> None:
-        self.db["capture_errors"].insert(
+        self._table("capture_errors").insert(
             {"at": time.time(), "flow_id": flow_id, "exchange_id": exchange_id, "where": where, "message": message}
         )
 
@@ -606,7 +613,7 @@ class TraceStore:
         """Replace the ``findings`` table with ``rows`` (one transaction)."""
         with self.db.conn:
             self.db.execute("DELETE FROM findings")
-            self.db["findings"].insert_all(dict(r) for r in rows)
+            self._table("findings").insert_all(dict(r) for r in rows)
 
     # ------------------------------------------------------------------ the recorder's derivation queue
 

@@ -19,8 +19,13 @@ derives it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
+
+if TYPE_CHECKING:
+    from sqlite_utils.db import Table
 
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "RECORDED_TABLES", "DERIVED_TABLES", "SESSION_TABLES", "QUEUE_TABLE"]
 
@@ -35,11 +40,16 @@ QUEUE_TABLE = "derive_queue"
 MIGRATIONS = Migrations("chatkit_trace")
 
 
+def _table(db: Database, name: str) -> Table:
+    """``db[name]`` for a table (never a view), typed as one."""
+    return cast("Table", db[name])
+
+
 @MIGRATIONS(name="0001_initial")
 def _initial(db: Database) -> None:
     # long-function: the initial schema: one CREATE statement per table
-    db["meta"].create({"key": str, "value": str}, pk="key")
-    db["exchanges"].create(
+    _table(db, "meta").create({"key": str, "value": str}, pk="key")
+    _table(db, "exchanges").create(
         {
             "id": int,
             "flow_id": str,
@@ -66,9 +76,9 @@ def _initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["exchanges"].create_index(["session_id", "run_id"])
-    db["exchanges"].create_index(["started_at"])
-    db["frames"].create(
+    _table(db, "exchanges").create_index(["session_id", "run_id"])
+    _table(db, "exchanges").create_index(["started_at"])
+    _table(db, "frames").create(
         {
             "exchange_id": int,
             "idx": int,
@@ -86,12 +96,12 @@ def _initial(db: Database) -> None:
         },
         pk=("exchange_id", "idx"),
     )
-    db["frames"].create_index(["at"])
-    db["capture_errors"].create(
+    _table(db, "frames").create_index(["at"])
+    _table(db, "capture_errors").create(
         {"id": int, "at": float, "flow_id": str, "exchange_id": int, "where": str, "message": str}, pk="id"
     )
     # Derived tables --------------------------------------------------------------
-    db["facts"].create(
+    _table(db, "facts").create(
         {
             "seq": int,
             "exchange_id": int,
@@ -108,9 +118,9 @@ def _initial(db: Database) -> None:
         },
         pk="seq",
     )
-    db["facts"].create_index(["exchange_id", "frame_idx"])
-    db["facts"].create_index(["session_id", "run_id"])
-    db["frame_results"].create(
+    _table(db, "facts").create_index(["exchange_id", "frame_idx"])
+    _table(db, "facts").create_index(["session_id", "run_id"])
+    _table(db, "frame_results").create(
         {
             "exchange_id": int,
             "idx": int,
@@ -125,8 +135,8 @@ def _initial(db: Database) -> None:
         },
         pk=("exchange_id", "idx"),
     )
-    db["frame_results"].create_index(["session_id", "run_id"])
-    db["runs"].create(
+    _table(db, "frame_results").create_index(["session_id", "run_id"])
+    _table(db, "runs").create(
         {
             "session_id": str,
             "run_id": str,
@@ -149,10 +159,10 @@ def _initial(db: Database) -> None:
         },
         pk=("session_id", "run_id"),
     )
-    db["sessions"].create(
+    _table(db, "sessions").create(
         {"session_id": str, "status": str, "runs": int, "messages": int, "snapshot": str}, pk="session_id"
     )
-    db["history_reads"].create(
+    _table(db, "history_reads").create(
         {
             "exchange_id": int,
             "session_id": str,
@@ -166,7 +176,7 @@ def _initial(db: Database) -> None:
         },
         pk="exchange_id",
     )
-    db["findings"].create(
+    _table(db, "findings").create(
         {
             "id": int,
             "code": str,
@@ -181,8 +191,8 @@ def _initial(db: Database) -> None:
         },
         pk="id",
     )
-    db["findings"].create_index(["session_id", "run_id"])
-    db["findings"].create_index(["code"])
+    _table(db, "findings").create_index(["session_id", "run_id"])
+    _table(db, "findings").create_index(["code"])
 
 
 @MIGRATIONS(name="0002_derive_queue")
@@ -191,4 +201,4 @@ def _derive_queue(db: Database) -> None:
     # key cannot hold NULL once).  ``seq`` grows with every change the writer
     # stores; ``since``: when the oldest change not derived yet was stored;
     # ``frames``: frames stored since the session was last derived.
-    db[QUEUE_TABLE].create({"key": str, "session_id": str, "seq": int, "since": float, "frames": int}, pk="key")
+    _table(db, QUEUE_TABLE).create({"key": str, "session_id": str, "seq": int, "since": float, "frames": int}, pk="key")
