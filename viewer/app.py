@@ -239,6 +239,9 @@ class ViewerApp(App[None]):
         self.refresh_titles()
         self.run_analysis()
 
+    def _post_progress(self, what: str, frac: float | None) -> None:
+        self.post_message(AnalysisProgress(what, frac))
+
     @work(thread=True, exclusive=True, group="analysis")
     def run_analysis(self) -> None:
         worker = get_current_worker()
@@ -250,7 +253,7 @@ class ViewerApp(App[None]):
                 profile=self.user_profile,
                 write_back=write_back,
                 side_dir=self.side_dir,
-                progress=lambda what, frac: self.post_message(AnalysisProgress(what, frac)),
+                progress=self._post_progress,
                 cancelled=lambda: worker.is_cancelled,
             )
         except Exception as err:  # noqa: BLE001 - shown, the viewer keeps working without derived data

@@ -168,9 +168,9 @@ class _Cursor:
         elif kind == 1:
             assert frame is not None
             rp.frame(ex, frame)
-            exrec = rp.out.exchanges[ex.index]
-            rec_frame = exrec.frames[-1] if exrec.frames else None
-            exrec.frames.clear()  # keep the state small: the moment holds it
+            current = rp.out.exchanges[ex.index]
+            rec_frame = current.frames[-1] if current.frames else None
+            current.frames.clear()  # keep the state small: the moment holds it
         else:
             rp.end(ex)
         rp.out.frames.clear()

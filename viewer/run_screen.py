@@ -61,8 +61,8 @@ def fact_brief(fact: dict[str, Any]) -> str:
     if kind == "message":
         m = fact.get("message") or {}
         parts = m.get("parts") or []
-        texts = [
-            p.get("text") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+        texts: list[str] = [
+            p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
         ]
         preview = "".join(texts)
         preview = preview if len(preview) <= 60 else "…" + preview[-59:]
@@ -605,9 +605,9 @@ class RunScreen(Screen[None]):
                 lines.append(
                     f"  [$text-error]never admitted (reader stopped): {esc(fact_brief(f))}[/]"
                 )
-        mine = [f for f in self.findings if row.ref in f.frames]
-        for f in mine:
-            lines.append(f"[$text-error b]{esc(f.code)}[/] {esc(f.message)}")
+        mine = [finding for finding in self.findings if row.ref in finding.frames]
+        for finding in mine:
+            lines.append(f"[$text-error b]{esc(finding.code)}[/] {esc(finding.message)}")
         return lines
 
     # -- findings -------------------------------------------------------------------------------
@@ -708,7 +708,7 @@ class RunScreen(Screen[None]):
         self.playing = False
         self.app.pop_screen()
 
-    def action_focus(self, widget_id: str) -> None:
+    async def action_focus(self, widget_id: str) -> None:  # Screen's own is a coroutine
         self.query_one(f"#{widget_id}").focus()
 
     def action_raw(self) -> None:

@@ -65,10 +65,10 @@ def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()
             if i != START:
                 extra_frames.setdefault(e, set()).add(i)  # a subscription frame routed elsewhere
             continue
-        ex = by_id.get(e) or data.exchange(e)
-        if ex is None:
+        found = by_id.get(e) or data.exchange(e)
+        if found is None:
             continue
-        by_id[e] = ex
+        by_id[e] = found
         if i == START:
             chosen.setdefault(e, "point")
         else:

@@ -104,7 +104,7 @@ class VirtualList(ScrollView, can_focus=True):
         def control(self) -> VirtualList:
             return self.list
 
-    columns: ClassVar[Sequence[Column]] = ()
+    columns: Sequence[Column] = ()  # a class's columns; RunsTable sizes its id columns per instance
     #: shown when there is no row
     empty_text = ""
     #: called with the new cursor instead of posting :class:`Highlighted`, when set
@@ -364,7 +364,7 @@ def _fmt_duration(seconds: float | None) -> str:
 class RunsTable(VirtualList):
     """Sessions and runs, one line each."""
 
-    columns = (
+    columns: Sequence[Column] = (
         ("status", 17, "<"),
         ("session", 12, "<"),
         ("run", 18, "<"),
