@@ -89,8 +89,8 @@ def updates_to_facts(
 ) -> list[Fact]:
     """Turn one event's updates into facts with deterministic event ids."""
     if len(updates) == 1 and type(updates[0]) is DeltaUpdate:  # the streaming text case
-        u = updates[0]
-        return [DeltaFact._make(session_id, run_id, event_id, source_sequence, position, at, u.message_id, u.part_id, u.delta)]
+        u: Any = updates[0]  # a DeltaUpdate (exact type: the dispatch below reads its fields)
+        return [_delta_fact(session_id, run_id, event_id, source_sequence, position, at, u.message_id, u.part_id, u.delta)]
     many = len(updates) > 1
     facts: list[Fact] = []
     for n, u in enumerate(updates):
@@ -124,6 +124,9 @@ _FACTS: dict[type, Callable[..., Fact]] = {
     ),
 }
 _UPDATE_TYPES = frozenset(_FACTS)
+#: the facts' positional constructors (core._values.quick_init adds ``_make``; the type system cannot see it)
+_delta_fact: Callable[..., DeltaFact] = DeltaFact._make  # type: ignore[attr-defined]
+_message_fact: Callable[..., MessageFact] = MessageFact._make  # type: ignore[attr-defined]
 
 
 class SessionDecoder:
@@ -187,7 +190,8 @@ class SessionDecoder:
         ctx = DecodeContext(self.session_id, run_id, event_id, state, source)
         try:
             raw = protocol.decode_event(event, ctx)
-            updates = [u if type(u) in _UPDATE_TYPES else update_from_json(u) for u in raw or ()]
+            # exact types (`type(u) is X`, not isinstance: a subclass goes through update_from_json)
+            updates: list[Any] = [u if type(u) in _UPDATE_TYPES else update_from_json(u) for u in raw or ()]
             if adapter.transform_output is not None:
                 updates = [update_from_json(u) for u in adapter.transform_output(updates, event, ctx) or ()]
         except Exception as err:  # noqa: BLE001 - a decode error ends the read (R2.5)
@@ -206,10 +210,10 @@ class SessionDecoder:
         if len(updates) == 1:
             kind = type(u)
             if kind is DeltaUpdate:  # streaming text: one delta, never terminal
-                fact = DeltaFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
+                fact: Fact = _delta_fact(self.session_id, run_id, eid, seq, event_id, at, u.message_id, u.part_id, u.delta)
                 return Decoded([fact], updates, False, False, None, None, run_id)
             if kind is MessageUpdate:  # a protocol that resends the whole message: one, never terminal
-                fact = MessageFact._make(self.session_id, run_id, eid, seq, event_id, at, u.message)
+                fact = _message_fact(self.session_id, run_id, eid, seq, event_id, at, u.message)
                 return Decoded([fact], updates, False, False, None, None, run_id)
         facts = updates_to_facts(
             updates, session_id=self.session_id, run_id=run_id, event_id=eid,  # type: ignore[arg-type]
