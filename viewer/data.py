@@ -713,11 +713,15 @@ class TraceData:
         return rows[0] if rows else None
 
     def page(self, timeline: Timeline, number: int) -> list[Row]:
+        # keyed by id(): the entry keeps its timeline, so the id is never
+        # another timeline's while the entry lives (a freed run's timeline
+        # left its id to the next run's, which then showed the old rows)
         key = (id(timeline), self.generation, number)
         with self._lock:
             cached = self.page_cache.get(key)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] is timeline:
+            rows_cached: list[Row] = cached[1]
+            return rows_cached
         rows: list[Row] = []
         for _, ex, first, count in timeline.pieces(number * PAGE, (number + 1) * PAGE):
             info = timeline.exchanges.get(ex) or self.exchange(ex)
@@ -730,7 +734,7 @@ class TraceData:
             else:
                 rows.extend(self._frame_rows(info, first, count))
         with self._lock:
-            self.page_cache.put(key, rows)
+            self.page_cache.put(key, (timeline, rows))
         return rows
 
     def _frame_rows(self, ex: ExchangeInfo, first: int, count: int) -> list[Row]:

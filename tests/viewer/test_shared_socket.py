@@ -55,3 +55,19 @@ def test_each_session_shows_its_own_messages_of_the_socket(tmp_path, capsys):
     assert (c.read, c.settled, c.diffs) == (2, "read", [])
     assert main(["diff", str(path), "--session", "sess-b", "--run", "b-r2"]) == 0
     assert "history read 2 (session scope)" in capsys.readouterr().out
+
+
+def test_a_page_cached_for_one_timeline_is_never_shown_for_another_with_its_id(tmp_path):
+    """The page cache is keyed by id(timeline): a run's freed timeline can
+    leave its id to the next run's (this test failed once in CI, showing
+    sess-a's frame in sess-b's run).  An entry under the new timeline's id
+    that belongs to another timeline is not used."""
+    data = TraceData(_trace(tmp_path))
+    a, b = (next(r for r in data.runs() if r.key == key) for key in (("sess-a", "a-r1"), ("sess-b", "b-r1")))
+    tl_a, tl_b = build_timeline(data, a), build_timeline(data, b)
+    rows_a = data.page(tl_a, 0)
+    data.page_cache.clear()
+    data.page_cache.put((id(tl_b), data.generation, 0), (tl_a, rows_a))  # as if tl_b had tl_a's old id
+    rows_b = data.page(tl_b, 0)
+    assert rows_b != rows_a
+    assert {json.loads(data.frame_detail(r.exchange.index, r.idx)["text"])["sessionId"] for r in rows_b if r.kind == "frame"} == {"sess-b"}
