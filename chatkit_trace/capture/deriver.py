@@ -35,9 +35,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..store import is_busy
-from .writer import BUSY_PAUSE, COMMIT_TRIES
-
 __all__ = ["LiveDeriver", "serve"]
 
 logger = logging.getLogger("chatkit_trace.capture")
@@ -159,28 +156,6 @@ class LiveDeriver:
         return Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
 
     def _derive_one(self, p: Any, *, final: bool) -> None:
-        """Derive one queued session and write its rows; a file the writer
-        keeps busy is tried again (writer.COMMIT_TRIES), never taken for an
-        error that would mark the session derived without its rows."""
-        for attempt in range(1, COMMIT_TRIES + 1):
-            try:
-                self._derive_once(p, final=final)
-                return
-            except Exception as err:  # noqa: BLE001 - only a busy file reaches here
-                if attempt == COMMIT_TRIES:
-                    self._failed(p, err)
-                    return
-                time.sleep(min(BUSY_PAUSE * attempt, 0.5))
-
-    def _failed(self, p: Any, err: BaseException) -> None:
-        self._internal_error("derive", err)
-        try:
-            if p.seq:
-                self.store.write_derived({}, done=p)  # not retried until the session changes again
-        except Exception:  # noqa: BLE001, S110
-            pass
-
-    def _derive_once(self, p: Any, *, final: bool) -> None:
         store = self.store
         try:
             with store.reading():  # the queue entry and the session's rows: one snapshot
@@ -193,12 +168,18 @@ class LiveDeriver:
             # a shared socket's rows are its sessions' own (replaced by session, not by exchange)
             ids = [ex.index for ex in d.exchanges if ex.index not in shared]
             done = current[0] if current else None
-            store.write_derived(d.rows() if d.exchanges else {}, sessions=d.names, exchanges=ids, done=done)
+            rows = d.rows() if d.exchanges else {}
+            # a busy file (the writer's batch) is waited for: never taken for an error
+            # that would mark the session derived without its rows
+            store.when_free(lambda: store.write_derived(rows, sessions=d.names, exchanges=ids, done=done))
             self.derived_frames += done.frames if done else 0
         except Exception as err:  # noqa: BLE001 - one session never stops the others
-            if is_busy(err):
-                raise  # tried again (_derive_one)
-            self._failed(p, err)
+            self._internal_error("derive", err)
+            try:
+                if p.seq:
+                    store.write_derived({}, done=p)  # not retried until the session changes again
+            except Exception:  # noqa: BLE001, S110
+                pass
             return
         if d.exchanges:
             self._report_runs(d, self._findings(deriver, d), final=final)

@@ -64,7 +64,6 @@ from typing import Any
 
 from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
 from ..route import Router, apply_match, make_redactor
-from ..store import is_busy
 from ..trace import Exchange
 from ..wire import (
     Frame,
@@ -182,11 +181,6 @@ def _redacted_headers(ex: Exchange, side: str, before: Sequence[tuple[str, str]]
     for (k, v), (_, v2) in zip(before, after, strict=False):
         if v != v2:
             _redacted(ex, f"{side}.header:{k.lower()}")
-
-
-#: tries of one batch that finds the file busy (the deriver writes to it too), pausing BUSY_PAUSE x try
-COMMIT_TRIES = 40
-BUSY_PAUSE = 0.02
 
 
 _FRAME_ROW = 64  # bytes counted per frame row besides its text and raw bytes
@@ -449,31 +443,22 @@ class Writer(threading.Thread):
 
     def _commit(self) -> None:
         """Write the batch (frames, changed exchanges, the derivation queue) in
-        one transaction.  The file is shared with the deriver: a write that
-        finds it busy (SQLite may say so at once, without waiting, when a
-        read turns into a write) is rolled back and tried again with the same
-        batch, so nothing is lost to a lock; any other error (a full disk)
-        drops this batch and is said."""
-        store = self.store
-        for attempt in range(1, COMMIT_TRIES + 1):
-            try:
-                self._assign_ready()
-                self._scrub()
-                self._write_batch()
-                store.commit()
-            except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
-                try:
-                    store.rollback()
-                except Exception:  # noqa: BLE001, S110 - the batch is lost either way
-                    pass
-                if attempt < COMMIT_TRIES and is_busy(err):
-                    time.sleep(min(BUSY_PAUSE * attempt, 0.5))
-                    continue
-                self._batch_written(stored=False)
-                self._internal_error("store", err)
-                return
-            self._batch_written(stored=True)
+        one transaction.  A busy file (the deriver writes to it too) retries
+        the same batch (``TraceStore.when_free``), so nothing is lost to a
+        lock; any other error (a full disk) drops this batch and is said."""
+        try:
+            self.store.when_free(self._write_and_commit)
+        except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
+            self._batch_written(stored=False)
+            self._internal_error("store", err)
             return
+        self._batch_written(stored=True)
+
+    def _write_and_commit(self) -> None:
+        self._assign_ready()
+        self._scrub()
+        self._write_batch()
+        self.store.commit()
 
     def _write_batch(self) -> None:
         """The batch's rows, inside the open transaction (nothing cleared yet:

@@ -6,7 +6,7 @@ writes a recording and its derived rows (plain rows, made by
 viewer's read-only, paged access from several threads.
 """
 
-from ._db import ALL, FRAME_COLUMNS, PendingDerivation, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, is_busy, parse_frame_id
+from ._db import ALL, FRAME_COLUMNS, PendingDerivation, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
 from ._read import EXCHANGE_SUMMARY, TraceReader
 from ._schema import DERIVED_TABLES, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
@@ -25,6 +25,5 @@ __all__ = [
     "exchange_from_row",
     "frame_from_row",
     "frame_id",
-    "is_busy",
     "parse_frame_id",
 ]

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlite_utils import Database
 
@@ -30,6 +30,12 @@ from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ..wire.frames import loads
 from ._schema import DERIVED_TABLES, MIGRATIONS, QUEUE_TABLE, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
+
+_T = TypeVar("_T")
+
+#: tries of a write that finds the trace busy (:meth:`TraceStore.when_free`), pausing BUSY_PAUSE x try (0.5 s at most)
+BUSY_TRIES = 40
+BUSY_PAUSE = 0.02
 
 if TYPE_CHECKING:
     from sqlite_utils.db import Table
@@ -392,6 +398,26 @@ class TraceStore:
     def rollback(self) -> None:
         self.db.conn.rollback()
 
+    def when_free(self, write: Callable[[], _T]) -> _T:
+        """``write()`` (one transaction that commits itself), tried again while
+        the file is busy: the recorder's writer and deriver share it, and
+        SQLite may refuse a write at once ("database is locked") when a read
+        turns into one, without its busy timeout.  Each refused try is rolled
+        back and tried again with a growing pause (:data:`BUSY_TRIES`); any
+        other error, and the last refusal, propagate after the rollback."""
+        for attempt in range(1, BUSY_TRIES + 1):
+            try:
+                return write()
+            except Exception as err:
+                try:
+                    self.rollback()
+                except sqlite3.Error:
+                    pass
+                if attempt == BUSY_TRIES or not _is_busy(err):
+                    raise
+                time.sleep(min(BUSY_PAUSE * attempt, 0.5))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Commit what the block wrote, or roll it back when it raises."""
@@ -702,10 +728,9 @@ class TraceStore:
         return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
 
-def is_busy(err: BaseException) -> bool:
+def _is_busy(err: BaseException) -> bool:
     """Whether ``err`` is SQLite's "database is locked" / "busy": another
-    connection (the recorder's writer or deriver) is writing; the same
-    transaction can be tried again."""
+    connection (the recorder's writer or deriver) is writing."""
     return isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err))
 
 
