@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from decode_throughput import SOURCES, stretched  # noqa: E402
 
-from chatkit_trace.capture import Redactor  # noqa: E402
+from chatkit_trace.route import Redactor  # noqa: E402
 from chatkit_trace.trace import frames_from_body  # noqa: E402
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.c2lnbmF0dXJlLWJ5dGVz"

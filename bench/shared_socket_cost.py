@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chatkit_trace.capture import IdentityTracker, apply_match, load_profile, resolve_from_frames  # noqa: E402
 from chatkit_trace.derive import Deriver  # noqa: E402
+from chatkit_trace.route import IdentityTracker, apply_match, load_profile, resolve_from_frames  # noqa: E402
 from chatkit_trace.store import TraceStore  # noqa: E402
 from chatkit_trace.trace import Exchange  # noqa: E402
 from chatkit_trace.wire import ws_frame  # noqa: E402

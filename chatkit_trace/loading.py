@@ -89,7 +89,7 @@ def _route_profile(profile: str | None) -> Any:
     if profile is None:
         return None
     try:
-        from .capture import load_profile
+        from .route import load_profile
     except ImportError:  # pragma: no cover
         return None
     try:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.capture import PRESETS
 from chatkit_trace.cli import main
+from chatkit_trace.route import PRESETS
 from chatkit_trace.store import TraceStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -61,7 +61,7 @@ def test_cli_reference_is_generated_from_the_cli():
 
 
 def test_the_profile_example_is_a_valid_profile(tmp_path):
-    from chatkit_trace.capture import load_profile
+    from chatkit_trace.route import load_profile
 
     toml = re.search(r"```toml\n(.*?)\n```", README, re.S).group(1)
     path = tmp_path / "my-backend.toml"

@@ -96,7 +96,7 @@ def build_exchange(index: int, spec: dict[str, Any]) -> Exchange:
         if "close_code" in spec:
             ex.notes["close_code"] = spec["close_code"]
     if "profile" in spec:
-        from chatkit_trace.capture import IdentityTracker, apply_match, load_profile, resolve_from_frames
+        from chatkit_trace.route import IdentityTracker, apply_match, load_profile, resolve_from_frames
 
         m = load_profile(str(Path(__file__).resolve().parents[2] / spec["profile"])).match(
             ex.method, ex.url, [], ex.request_body)

@@ -13,7 +13,7 @@ import pytest
 
 from chatkit_trace.analyze import Context
 from chatkit_trace.analyze.identity import comparisons
-from chatkit_trace.capture import load_profile
+from chatkit_trace.route import load_profile
 from chatkit_trace.trace import frames_from_body
 
 from .wire_cases import CAPTURES, Call, build, capture_calls, codes, run
@@ -48,7 +48,7 @@ def test_presets_declare_the_scope_of_their_history_routes(protocol, route, scop
 
 
 def test_scope_defaults_and_validation():
-    from chatkit_trace.capture import parse_profile
+    from chatkit_trace.route import parse_profile
 
     prof = parse_profile(
         {"name": "p", "protocol": "openai", "routes": [

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chatkit_trace.analyze import analyze
-from chatkit_trace.capture import IdentityTracker, apply_match, load_profile
+from chatkit_trace.route import IdentityTracker, apply_match, load_profile
 from chatkit_trace.route.identity import body_is_output, resolve_from_frames, resolve_from_response
 from chatkit_trace.trace import Exchange, frames_from_body
 from chatkit_trace.wire import body_frame

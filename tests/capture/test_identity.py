@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chatkit_trace.capture import (
+from chatkit_trace.route import (
     IdentityTracker,
     Match,
     apply_match,
@@ -274,7 +274,7 @@ def test_match_is_frozen_and_serialisable():
 
 
 def test_output_frames_one_per_item_with_exact_bytes_or_one_for_the_body():
-    from chatkit_trace.capture import output_frames
+    from chatkit_trace.route import output_frames
 
     adk = load_profile("adk")
     run = adk.match("POST", "/run", [], b'{"sessionId": "s"}')

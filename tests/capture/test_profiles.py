@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chatkit_trace.capture import (
+from chatkit_trace.core import ChatkitTraceError
+from chatkit_trace.route import (
     CORE_CAPABILITIES,
     PRESETS,
     Profile,
@@ -18,7 +19,6 @@ from chatkit_trace.capture import (
     load_profile,
     parse_profile,
 )
-from chatkit_trace.core import ChatkitTraceError
 from chatkit_trace.route.profiles import compile_path
 
 from ._util import REQUESTS, request

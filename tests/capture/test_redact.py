@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatkit_trace.capture import REDACTED, RedactConfig, Redactor, is_secret_name, load_profile, redact_exchange
+from chatkit_trace.route import REDACTED, RedactConfig, Redactor, is_secret_name, load_profile, redact_exchange
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import Frame
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from chatkit_trace.adapters import AdapterProtocol, EventIdentity, create_adapter, load_protocol
-from chatkit_trace.capture import IdentityTracker, ProfileError, apply_match, load_profile, resolve_from_frames
 from chatkit_trace.derive import split_shared
 from chatkit_trace.examples.shared_socket import SharedSocket
 from chatkit_trace.pipeline import multiplexed, replay, socket_sessions
+from chatkit_trace.route import IdentityTracker, ProfileError, apply_match, load_profile, resolve_from_frames
 from chatkit_trace.route.profiles import parse_profile
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import ws_frame

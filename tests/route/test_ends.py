@@ -65,3 +65,16 @@ def test_no_error_on_http_is_complete_and_the_proxy_answers_only_errors_before_a
 def test_the_vocabulary_is_defined_once():
     assert STREAM_ENDS == ("complete", "reset", "client-gone", "timeout", "error", "open")
     assert all(isinstance(k, str) for k in STREAM_ENDS) and tuple(EndKind) == STREAM_ENDS
+
+
+def test_capture_still_exports_the_routing_names_under_their_old_path():
+    """``chatkit_trace.capture`` re-exports route's names (their home before
+    issue 15 step 3) from route's own list: the same objects, no second list."""
+    import chatkit_trace.capture as capture
+    import chatkit_trace.route as route
+
+    assert capture.__all__ == route.__all__
+    assert all(getattr(capture, name) is getattr(route, name) for name in route.__all__)
+    from chatkit_trace.capture import load_profile  # the path adapter projects and docs used
+
+    assert load_profile is route.load_profile

@@ -471,8 +471,8 @@ async def test_a_wrong_profile_recording_opens_with_the_right_profile(tmp_path):
     import shutil
     from pathlib import Path
 
-    from chatkit_trace.capture import load_profile
     from chatkit_trace.loading import reclassify
+    from chatkit_trace.route import load_profile
     from chatkit_trace.viewer import open_source
 
     trace = tmp_path / "openai.db"
