@@ -21,7 +21,7 @@ from chatkit_trace.route import (
 from chatkit_trace.route.identity import compile_pointer, lookup, scalar_id
 from chatkit_trace.trace import Exchange, frames_from_body
 
-from ._util import request, response_body
+from ..capture._util import request, response_body
 
 
 def profile(*routes):

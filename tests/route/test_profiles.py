@@ -21,7 +21,7 @@ from chatkit_trace.route import (
 )
 from chatkit_trace.route.profiles import compile_path
 
-from ._util import REQUESTS, request
+from ..capture._util import REQUESTS, request
 
 # -- loading and validation --------------------------------------------------------------
 
