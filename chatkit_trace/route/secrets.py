@@ -112,7 +112,7 @@ class Shape:
 _TOK = r"A-Za-z0-9_\-"
 #: The table (sources: the providers' documented key formats, as also used by
 #: gitleaks and detect-secrets).  Tests: one per shape, and none of them
-#: matches the recorded fixtures' text (tests/capture/test_secrets.py).
+#: matches the recorded fixtures' text (tests/route/test_secrets.py).
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "sk-key",

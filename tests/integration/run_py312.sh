@@ -39,4 +39,4 @@ print(f"run_py312.sh: Python {sys.version.split()[0]}, mitmproxy {v.VERSION}")
 if not v.VERSION.startswith("12."):
     sys.exit(f"expected mitmproxy 12 under Python 3.12, got {v.VERSION}")
 PYEOF
-exec "$VENV/bin/python" -m pytest tests/integration tests/capture -m "mitmdump or not mitmdump" -p no:cacheprovider "$@"
+exec "$VENV/bin/python" -m pytest tests/integration tests/capture tests/route -m "mitmdump or not mitmdump" -p no:cacheprovider "$@"
