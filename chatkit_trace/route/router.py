@@ -144,12 +144,7 @@ def make_redactor(profile: Profile | None, extra: str | Sequence[str] | None) ->
     """The redactor: the profile's rules (or the defaults) plus extra names
     (the addon's ``chatkit_redact``, ``import --redact``); None when the rules
     keep secrets."""
-    from .profiles import RedactConfig
     from .redact import Redactor
 
-    rules = profile.redact if profile is not None else RedactConfig()
-    if extra:
-        rules = rules.extend(extra)
-    if rules.keep_secrets:
-        return None
-    return Redactor(rules)
+    redactor = Redactor.from_config(profile.redact if profile is not None else None, extra)
+    return None if redactor.keep_secrets else redactor
