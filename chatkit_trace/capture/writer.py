@@ -75,7 +75,7 @@ from ..wire import (
     ws_frame,
 )
 
-__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig", "make_redactor"]
+__all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig"]
 
 logger = logging.getLogger("chatkit_trace.capture")
 
