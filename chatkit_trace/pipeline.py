@@ -321,7 +321,7 @@ class Replayer:
         self._has_known = protocol.implements("event_known")
         self._has_limits = protocol.implements("event_limits")
         self._has_history_limits = protocol.implements("history_limits")
-        # bound once: the frame path calls them per frame
+        # bound once: _identity and _limits call them per frame
         self._identify_event = protocol.identify_event
         self._event_limits = protocol.event_limits
 
@@ -633,12 +633,7 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = None
-        if self._has_identity and value is not DONE:  # _identity, inlined (once per frame)
-            try:
-                identity = self._identify_event(value)
-            except Exception:  # noqa: BLE001
-                identity = None
+        identity = self._identity(value)
         fr.identity = identity
         if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
             fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -674,11 +669,8 @@ class Replayer:
         if not decoded.updates and value is not DONE and not self._known(value):
             fr.unknown = True
             fr.event_type = _event_type(value)
-        if self._has_limits and value is not DONE:  # _limits, inlined (once per frame)
-            try:
-                fr.limits = tuple(self._event_limits(value) or ())
-            except Exception:  # noqa: BLE001
-                fr.limits = ()
+        if self._has_limits:
+            fr.limits = self._limits(value)
         facts = decoded.facts
         if facts:
             if len(facts) == 1:
@@ -839,7 +831,7 @@ class Replayer:
         if value is DONE:
             return ()
         try:
-            return tuple(self.adapter.protocol.event_limits(value) or ())
+            return tuple(self._event_limits(value) or ())
         except Exception:  # noqa: BLE001
             return ()
 
@@ -855,7 +847,7 @@ class Replayer:
         if value is DONE or not self._has_identity:
             return None
         try:
-            return self.adapter.protocol.identify_event(value)
+            return self._identify_event(value)
         except Exception as err:  # noqa: BLE001
             if strict:
                 raise _IdentifyError(err) from None
