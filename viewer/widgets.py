@@ -548,15 +548,14 @@ class FindingsList(VirtualList):
         ]
 
 
-def update_static(widget: Static, content: Any, container: Size | None = None) -> None:
+def update_static(widget: Static, content: Any) -> None:
     """``widget.update(content)`` with a layout pass only when its height
     changes: a layout pass re-arranges the whole screen (tens of ms beside
     a long run's timeline), and a cursor move updates five panes."""
     width = widget.content_region.width
     widget.update(content, layout=False)
-    if container is None:
-        parent = widget.parent
-        container = parent.size if isinstance(parent, Widget) else widget.size
+    parent = widget.parent
+    container = parent.size if isinstance(parent, Widget) else widget.size
     if width <= 0 or widget.get_content_height(container, widget.app.size, width) != widget.content_region.height:
         widget.refresh(layout=True)
 
