@@ -3,14 +3,18 @@ growth ratio between sizes.
 
     python bench/analyze_scaling.py [--sizes 10000,100000,1000000] [--keep DIR]
     python bench/analyze_scaling.py --python /tmp/base18/.venv/bin/python   # before/after
+    python bench/analyze_scaling.py --jobs 1,auto   # one process, and check's default
 
 Each trace holds sessions of the example protocol (``myproto``): 10 runs of
 50 SSE frames each plus a history read, with a few planted bugs (a chunk
 after the terminal, a stream without conclusion) so the analyzers have work.
-Each ``check`` runs in its own process (``python -m chatkit_trace.cli check
---format json``), so its peak RSS is its own.  Targets (issue 5): near-linear
-growth, and peak memory bounded by streaming through the store (sessions are
-analysed one at a time) rather than growing with the trace.
+Each ``check`` runs in its own process (``run_check`` storing its results,
+as ``redecode`` does), so its peak RSS is its own; its worker processes'
+largest peak is shown apart.  ``--jobs`` says how many workers derive the
+sessions: ``auto`` is check's default (one per CPU for a trace of 50,000
+frames or more).  Targets (issue 5): near-linear growth, and peak memory
+bounded by streaming through the store (sessions are analysed one at a
+time, in each process) rather than growing with the trace.
 
 ``--python OTHER`` also checks each trace with another interpreter (e.g. a
 baseline worktree's environment), alternating with this one ``--repeat``
@@ -97,20 +101,34 @@ def generate(path: Path, frames: int) -> int:
     return written
 
 
-def check(path: Path, python: str = sys.executable) -> tuple[float, float, int]:
+def check(path: Path, python: str = sys.executable, jobs: str = "auto") -> tuple[float, float, int, float]:
+    """Seconds, peak RSS (MB) of the checking process and of its largest
+    worker (0: none), and the number of findings.  ``jobs``: ``auto`` (the
+    CLI's default: one worker per CPU for a trace this large) or a number;
+    an interpreter whose ``run_check`` has no ``jobs`` checks in one process."""
     code = (
-        "import resource, sys, time\n"
+        "import inspect, resource, sys, time\n"
         "try:\n"
         "    from chatkit_trace.cli.check import run_check\n"
         "except ImportError:  # a baseline from before the cli/ layout\n"
         "    from chatkit_trace.checkcmd import run_check\n"
-        "t = time.perf_counter()\n"
-        f"r = run_check({str(path)!r}, store_results=True)\n"
-        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings))\n"
+        f"jobs = {None if jobs == 'auto' else int(jobs)!r}\n"
+        "kw = {'jobs': jobs} if 'jobs' in inspect.signature(run_check).parameters else {}\n"
+        "if __name__ == '__main__':\n"
+        "    t = time.perf_counter()\n"
+        f"    r = run_check({str(path)!r}, store_results=True, **kw)\n"
+        "    print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings),"
+        " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
-    # cwd: the trace's folder, so "-c" never imports a checkout's chatkit_trace from the current directory
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, cwd=path.parent).stdout.split()
-    return float(out[0]), int(out[1]) / 1024.0, int(out[2])
+    # cwd: the trace's folder, so the script never imports a checkout's chatkit_trace from the current directory;
+    # a file, not "-c": the workers are spawned and import the main module
+    script = path.with_name(f"{path.stem}-check.py")
+    script.write_text(code)
+    try:
+        out = subprocess.run([python, str(script)], capture_output=True, text=True, check=True, cwd=path.parent).stdout.split()
+    finally:
+        script.unlink(missing_ok=True)
+    return float(out[0]), int(out[1]) / 1024.0, int(out[2]), int(out[3]) / 1024.0
 
 
 def main() -> None:
@@ -119,6 +137,9 @@ def main() -> None:
     ap.add_argument("--keep", help="keep the generated traces in this folder")
     ap.add_argument("--python", action="append", default=[], help="also check with this interpreter, interleaved")
     ap.add_argument("--repeat", type=int, default=1, help="checks per interpreter and size (the fastest counts)")
+    ap.add_argument("--jobs", default="auto",
+                    help="comma-separated: 'auto' (check's default) and/or worker counts, each measured for this "
+                    "interpreter (an interpreter given with --python checks with its own default)")
     ap.add_argument("--generate", nargs=2, metavar=("PATH", "FRAMES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.generate:
@@ -127,7 +148,9 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="chatkit-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    pythons = [sys.executable, *args.python]
+    # (label, interpreter, jobs) per configuration: this interpreter with each --jobs, the others as they are
+    configs = [(f"{sys.executable[-30:]} -j {j}", sys.executable, j) for j in args.jobs.split(",")]
+    configs += [(py[-40:], py, "auto") for py in args.python]
     rows = []
     for n in sizes:
         path = folder / f"trace-{n}.db"
@@ -145,41 +168,45 @@ def main() -> None:
         else:
             frames = generate(path, n)
         gen = time.perf_counter() - t0
-        best: dict[str, tuple[float, float, int]] = {}
+        best: dict[str, tuple[float, float, int, float]] = {}
         for _ in range(args.repeat):
-            for py in pythons:
+            for label, py, jobs in configs:
                 # each check on its own copy: check stores its results, and a
                 # newer version upgrades the file to a schema an older refuses
                 work = path.with_name(f"{path.stem}-check.db")
                 shutil.copyfile(path, work)
                 try:
-                    seconds, peak_mb, findings = check(work, py)
+                    seconds, peak_mb, findings, worker_mb = check(work, py, jobs)
                 finally:
-                    work.unlink(missing_ok=True)
-                if py not in best or seconds < best[py][0]:
-                    best[py] = (seconds, max(peak_mb, best.get(py, (0, 0, 0))[1]), findings)
-        for py in pythons:
-            seconds, peak_mb, findings = best[py]
-            rows.append((py, n, frames, gen, seconds, peak_mb, findings, os.path.getsize(path) / 1e6))
-    label = len(pythons) > 1
+                    for leftover in (work, work.with_name(work.name + "-wal"), work.with_name(work.name + "-shm")):
+                        leftover.unlink(missing_ok=True)
+                was = best.get(label)
+                if was is None or seconds < was[0]:
+                    best[label] = (seconds, max(peak_mb, was[1] if was else 0), findings, max(worker_mb, was[3] if was else 0))
+        for label, _, _ in configs:
+            seconds, peak_mb, findings, worker_mb = best[label]
+            rows.append((label, n, frames, gen, seconds, peak_mb, worker_mb, findings, os.path.getsize(path) / 1e6))
     print(
-        f"{'python' if label else '':<{40 if label else 0}}{'target':>9} {'frames':>9} {'generate s':>10} {'check s':>8} {'frames/s':>9} {'peak MB':>8} {'findings':>8} {'db MB':>7}"  # noqa: E501 - a table row
+        f"{'configuration':<40}{'target':>9} {'frames':>9} {'generate s':>10} {'check s':>8} {'frames/s':>9} {'peak MB':>8} {'worker MB':>9} {'findings':>8} {'db MB':>7}"  # noqa: E501 - a table row
     )
-    for py, n, frames, gen, seconds, peak, findings, size in rows:
-        print(f"{py[-40:] if label else '':<{40 if label else 0}}{n:>9} {frames:>9} {gen:>10.1f} {seconds:>8.1f} {frames / seconds:>9,.0f} {peak:>8.0f} {findings:>8} {size:>7.0f}")  # noqa: E501 - a table row
-    for py in pythons:
-        mine = [r for r in rows if r[0] == py]
-        for (_, a, fa, _, sa, pa, _, _), (_, b, fb, _, sb, pb, _, _) in zip(mine, mine[1:], strict=False):
-            print(f"{py[-40:] + ': ' if label else ''}growth {a} -> {b}: frames x{fb / fa:.1f}, time x{sb / sa:.2f}, peak memory x{pb / pa:.2f}")
-    if label:
+    for label, n, frames, gen, seconds, peak, worker, findings, size in rows:
+        print(f"{label:<40}{n:>9} {frames:>9} {gen:>10.1f} {seconds:>8.1f} {frames / seconds:>9,.0f} {peak:>8.0f} {worker:>9.0f} {findings:>8} {size:>7.0f}")  # noqa: E501 - a table row
+    for label, _, _ in configs:
+        mine = [r for r in rows if r[0] == label]
+        for a, b in zip(mine, mine[1:], strict=False):
+            print(f"{label}: growth {a[1]} -> {b[1]}: frames x{b[2] / a[2]:.1f}, time x{b[4] / a[4]:.2f}, "
+                  f"peak memory x{b[5] / a[5]:.2f}, worker peak memory x{(b[6] / a[6]) if a[6] else 0:.2f}")
+    if args.python:
+        base_label = configs[-1][0]
         for n in sizes:
             mine = {r[0]: r for r in rows if r[1] == n}
-            base = mine[pythons[1]]
-            me = mine[pythons[0]]
-            if me[6] != base[6]:
-                print(f"{n}: findings differ ({me[6]} vs {base[6]})")
-            print(f"{n}: check x{base[4] / me[4]:.2f} faster than {pythons[1]}, peak RSS {me[5]:.0f} vs {base[5]:.0f} MB")
-
+            base = mine[base_label]
+            for label, _, _ in configs[:-1]:
+                me = mine[label]
+                if me[7] != base[7]:
+                    print(f"{n}: findings differ ({label}: {me[7]} vs {base[7]})")
+                print(f"{n}: {label} x{base[4] / me[4]:.2f} faster than {base_label}, peak RSS {me[5]:.0f} "
+                      f"(workers {me[6]:.0f}) vs {base[5]:.0f} MB")
 
 if __name__ == "__main__":
     main()

@@ -83,3 +83,88 @@ def test_jobs_must_not_be_negative(tmp_path, capsys):
     clean = trace_from_case(tmp_path, "clean-myproto")
     assert main(["check", str(clean), "-j", "-1"]) == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+def _generated(tmp_path: Path, frames: int) -> Path:
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from analyze_scaling import generate
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    path = tmp_path / "many-sessions.db"
+    generate(path, frames)
+    return path
+
+
+def _tables(path: Path) -> dict[str, list[tuple]]:
+    import sqlite3
+
+    from chatkit_trace.store import DERIVED_TABLES, RECORDED_TABLES
+
+    conn = sqlite3.connect(path)
+    try:
+        out = {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in (*RECORDED_TABLES, *DERIVED_TABLES)
+               if t != "meta"}
+        out["meta"] = conn.execute("SELECT key, value FROM meta WHERE key NOT IN ('analysed', 'derivation') ORDER BY key").fetchall()
+        return out
+    finally:
+        conn.close()
+
+
+def test_sessions_over_workers_write_the_same_rows(tmp_path, capsys):
+    """``redecode -j 2``: the workers derive, the parent writes what they
+    send, in session order: every table (the facts' ``seq`` included) is
+    the same as ``-j 1``'s, row for row."""
+    path = _generated(tmp_path, 6000)  # 12 sessions
+    one, two = tmp_path / "one.db", tmp_path / "two.db"
+    one.write_bytes(path.read_bytes())
+    two.write_bytes(path.read_bytes())
+    assert main(["redecode", str(one), "-j", "1"]) == 0
+    assert main(["redecode", str(two), "-j", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("5999 frames, 5877 facts, 5 finding(s)") == 2, out
+    a, b = _tables(one), _tables(two)
+    assert len(a["facts"]) > 5000 and len(a["frame_results"]) == 5999 and len(a["findings"]) > 2
+    for table in a:
+        assert a[table] == b[table], table
+
+
+_AUTO = """
+import resource, sys
+from chatkit_trace.cli import check
+from chatkit_trace.cli import main
+check.AUTO_FRAMES = int(sys.argv[1])
+check.AUTO_INPUTS = int(sys.argv[2])
+if __name__ == "__main__":
+    code = main(["check", "--format", "json", "--fail-on", "never", *sys.argv[3:]])
+    print("children", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+    raise SystemExit(code)
+"""
+
+
+def test_without_jobs_a_large_trace_or_many_inputs_use_a_worker_per_cpu(tmp_path):
+    """Without ``-j``: one trace of AUTO_FRAMES frames or more, or AUTO_INPUTS
+    inputs or more, is checked by worker processes (their peak memory is
+    the children's), with the same report as one process; below both
+    thresholds no worker is started.  (The thresholds are lowered here so
+    the traces stay small.)"""
+    path = _generated(tmp_path, 6000)
+    script = tmp_path / "auto.py"
+    script.write_text(_AUTO)
+
+    def run(frames: int, inputs: int, *traces: Path) -> tuple[dict, int]:
+        proc = subprocess.run([sys.executable, str(script), str(frames), str(inputs), *map(str, traces)],
+                              capture_output=True, text=True, timeout=240, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        children = int(proc.stderr.rsplit("children ", 1)[1].split()[0])
+        return json.loads(proc.stdout), children
+
+    alone, none = run(10**9, 10**9, path)
+    auto, some = run(1000, 10**9, path)
+    assert none == 0 and some > 0
+    assert auto == alone and alone["summary"]["total"] > 2
+    clean = trace_from_case(tmp_path, "clean-myproto")
+    few, none = run(10**9, 10**9, clean, path)
+    many, some = run(10**9, 2, clean, path)
+    assert none == 0 and some > 0
+    assert many == few and [t["trace"] for t in many["traces"]] == [str(clean), str(path)]

@@ -36,7 +36,16 @@ __all__ = [
     "select_findings",
     "CheckResult",
     "NothingToJudge",
+    "AUTO_FRAMES",
+    "AUTO_INPUTS",
 ]
+
+#: Without ``-j``, a trace of this many frames or more (and more than one
+#: session) is derived over one worker process per CPU: starting the workers
+#: (about 0.3 s each, spawned) is then a small part of the time.
+AUTO_FRAMES = 50_000
+#: Without ``-j``, this many inputs or more are checked one per CPU at a time.
+AUTO_INPUTS = 8
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,9 +57,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("trace", metavar="TRACE", nargs="*",
                    help="one or more traces (databases, HAR/flow files with --profile, fixtures) or folders of them")
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="worker processes: several traces are checked N at a time (results in input order), one "
-                   "trace's sessions N at a time; 0 = one per CPU")
+                   "trace's sessions N at a time; 0 = one per CPU; default: one per CPU for a trace of "
+                   f"{AUTO_FRAMES:,} frames or more or for {AUTO_INPUTS} inputs or more, else 1")
     p.add_argument("--profile", help="adapter/profile to decode with (default: the one the trace was recorded with)")
     p.add_argument("--format", choices=("text", "json", "junit"), default="text")
     p.add_argument("--fail-on", choices=("error", "warning", "info", "never"), default="error")
@@ -141,7 +151,7 @@ def run_check(
     options: Options | None = None,
     store_results: bool = False,
     show_progress: bool = False,
-    jobs: int = 1,
+    jobs: int | None = 1,
 ) -> CheckResult:
     """Replay and analyze a trace.
 
@@ -151,7 +161,8 @@ def run_check(
     in place when ``profile`` is a route profile); otherwise nothing is
     written to the input.  ``jobs`` > 1 derives the sessions in that many
     worker processes (:func:`chatkit_trace.derive.derive_parallel`: the same
-    findings, in the same order).
+    findings in the same order, the same rows written); None: one per CPU
+    for a trace of :data:`AUTO_FRAMES` frames or more, else 1.
     """
     from ..loading import TraceInputError, open_trace
 
@@ -168,17 +179,7 @@ def run_check(
 
         write = store_results and loaded.kind == "db" and not loaded.store.readonly
         deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities, options=options)
-        sessions = len(deriver.sessions())
-        with _session_progress(sessions, show_progress) as tick:
-            if jobs > 1 and not write and sessions > 1:
-                from ..derive import derive_parallel
-                from ..route.profiles import resolve_adapter
-
-                result = derive_parallel(
-                    deriver, loaded.store.path, profile=profile, jobs=jobs, options=options, on_session=tick, resolve=resolve_adapter
-                )
-            else:
-                result = deriver.run(write_to=loaded.store if write else None, on_session=tick)
+        result = _derive(deriver, loaded.store, profile, options, jobs, write=write, show_progress=show_progress)
         findings, counts = result.findings, result.counts
         if not counts["understood"]:
             raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
@@ -194,6 +195,26 @@ def run_check(
         return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"], notes)
     finally:
         loaded.close()
+
+
+def _derive(deriver: Any, store: Any, profile: str | None, options: Options | None, jobs: int | None, *, write: bool,
+            show_progress: bool) -> Any:
+    """Every session of ``store`` derived (and its rows written to it when
+    ``write``) in this process or over ``jobs`` workers (None: one per CPU
+    for a trace of :data:`AUTO_FRAMES` frames or more)."""
+    sessions = len(deriver.sessions())
+    if jobs is None:
+        jobs = (os.cpu_count() or 1) if sessions > 1 and store.frame_count() >= AUTO_FRAMES else 1
+    with _session_progress(sessions, show_progress) as tick:
+        if jobs > 1 and sessions > 1:
+            from ..derive import derive_parallel
+            from ..route.profiles import resolve_adapter
+
+            return derive_parallel(
+                deriver, store.path, profile=profile, jobs=jobs, options=options, on_session=tick,
+                resolve=resolve_adapter, write_to=store if write else None,
+            )
+        return deriver.run(write_to=store if write else None, on_session=tick)
 
 
 def _streamed(ex: Any) -> bool:
@@ -439,9 +460,9 @@ def run(args: argparse.Namespace) -> int:
     for name in ("first_event", "stall"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0")
-    if args.jobs < 0:
+    if args.jobs is not None and args.jobs < 0:
         raise UsageError("--jobs must be >= 0 (0: one per CPU)")
-    jobs = args.jobs or (os.cpu_count() or 1)
+    jobs = None if args.jobs is None else args.jobs or (os.cpu_count() or 1)
     baseline = _load_baseline(args.baseline) if args.baseline else set()
     inputs = expand_inputs(args.trace, args.profile)
     options = Options(first_event=args.first_event, stall=args.stall)
@@ -450,6 +471,8 @@ def run(args: argparse.Namespace) -> int:
         return _report_one(args, result, select, ignore, baseline)
     if args.html:
         raise UsageError("--html takes one TRACE (run `chatkit-trace report` per trace)")
+    if jobs is None:
+        jobs = (os.cpu_count() or 1) if len(inputs) >= AUTO_INPUTS else 1
     outcomes = check_many(inputs, profile=args.profile, options=options, jobs=jobs)
     return _report_many(args, outcomes, select, ignore, baseline)
 

@@ -15,10 +15,12 @@ meta); the recorded bytes never change.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..analyze import Options
 from ..errors import UsageError
+from .check import AUTO_FRAMES
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("trace", metavar="TRACE", help="a trace database")
     p.add_argument("--profile", help="re-classify and decode with this profile/adapter instead of the recorded one")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="worker processes deriving the sessions (the rows are written by this one); 0 = one per CPU; "
+                   f"default: one per CPU for a trace of {AUTO_FRAMES:,} frames or more, else 1")
     p.set_defaults(run=run)
 
 
@@ -42,11 +47,14 @@ def run(args: argparse.Namespace) -> int:
 
     if kind_of(Path(args.trace)) != "db":
         raise UsageError(f"{args.trace}: redecode rewrites a trace database; import HAR/flow files first")
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError("--jobs must be >= 0 (0: one per CPU)")
+    jobs = None if args.jobs is None else args.jobs or (os.cpu_count() or 1)
     progress = sys.stderr.isatty()
     # First on a temporary copy, read-only: a profile that matches nothing
     # (NothingToJudge, exit 2) must not wipe the classification that works.
-    run_check(args.trace, profile=args.profile, options=Options(), store_results=False, show_progress=progress)
-    result = run_check(args.trace, profile=args.profile, options=Options(), store_results=True, show_progress=progress)
+    run_check(args.trace, profile=args.profile, options=Options(), store_results=False, show_progress=progress, jobs=jobs)
+    result = run_check(args.trace, profile=args.profile, options=Options(), store_results=True, show_progress=progress, jobs=jobs)
     _settle(args.trace, args.profile)
     s = result.summary()
     print(f"redecoded {args.trace}: {s['frames']} frames, {s['facts']} facts, {s['total']} finding(s) "

@@ -16,7 +16,7 @@ whether the trace holds any history read.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,6 +44,11 @@ __all__ = [
 Observe = Callable[[int, Exchange, "Frame | None", Replayer], None]
 #: ``prepare(exchanges)``: the exchanges to replay instead (e.g. scrubbed).
 Prepare = Callable[[list[Exchange]], list[Exchange]]
+
+#: What deriving one session yields: its findings (before the trace-level
+#: merge), its counts (:func:`session_counts`) and, when the derived tables
+#: are written, its rows (:meth:`SessionDerivation.rows`, or packed by a worker).
+Outcome = tuple[list[Finding], dict[str, int], "Mapping[str, Any] | None"]
 
 #: Codes reported once per trace: each session's are merged (:func:`merge_findings`).
 TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406", "CK505")
@@ -184,21 +189,32 @@ class Deriver:
         the findings at the end (when ``analyse``).  ``on_session`` is
         called after each session (progress; a caller may read its replay).
         """
+
+        def outcomes() -> Iterator[Outcome]:
+            for sid in self.sessions():
+                d = self.session(sid, analyse=analyse)
+                yield d.findings, session_counts(d), d.rows() if write_to is not None else None
+                if on_session is not None:
+                    on_session(d)
+                del d  # one session in memory at a time
+
+        return self.collect(outcomes(), write_to=write_to, analyse=analyse)
+
+    def collect(self, outcomes: Iterable[Outcome], *, write_to: TraceStore | None = None, analyse: bool = True) -> DeriveResult:
+        """The trace's result from its sessions' outcomes in session order
+        (derived here, :meth:`run`, or in worker processes,
+        :func:`~chatkit_trace.derive.derive_parallel`): each session's rows
+        written to ``write_to`` as it comes, the findings merged at the end."""
         findings: list[Finding] = []
         counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
         if write_to is not None:
             write_to.clear_derived()
-        for sid in self.sessions():
-            d = self.session(sid, analyse=analyse)
-            rep = d.replay
-            findings.extend(d.findings)
-            for key, value in session_counts(d).items():
+        for found, n, rows in outcomes:
+            findings.extend(found)
+            for key, value in n.items():
                 counts[key] += value
-            if write_to is not None:
-                write_to.write_derived(d.rows())
-            if on_session is not None:
-                on_session(d)
-            del d, rep
+            if write_to is not None and rows is not None:
+                write_to.write_derived(rows)
         merged = merge_findings(findings, self.store.meta()) if analyse else []
         if write_to is not None and analyse:
             write_to.replace_findings(finding_rows(merged))

@@ -6,7 +6,7 @@ writes a recording and its derived rows (plain rows, made by
 viewer's read-only, paged access from several threads.
 """
 
-from ._db import ALL, FRAME_COLUMNS, PendingDerivation, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
+from ._db import ALL, FRAME_COLUMNS, PackedRows, PendingDerivation, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
 from ._read import EXCHANGE_SUMMARY, TraceReader
 from ._schema import DERIVED_TABLES, RECORDED_TABLES, SCHEMA_VERSION, SESSION_TABLES
 
@@ -15,6 +15,7 @@ __all__ = [
     "DERIVED_TABLES",
     "EXCHANGE_SUMMARY",
     "FRAME_COLUMNS",
+    "PackedRows",
     "PendingDerivation",
     "RECORDED_TABLES",
     "SCHEMA_VERSION",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from sqlite_utils import Database
 
@@ -44,6 +44,7 @@ __all__ = [
     "ALL",
     "TraceStore",
     "TraceFormatError",
+    "PackedRows",
     "PendingDerivation",
     "frame_id",
     "parse_frame_id",
@@ -208,6 +209,23 @@ def exchange_from_row(row: dict[str, Any]) -> Exchange:
         flow_id=row["flow_id"],
         notes=_loads(row["notes"], {}),
     )
+
+
+class PackedRows(NamedTuple):
+    """One derived table's rows as column names and a tuple of values per
+    row, in those columns' order: what a worker process sends back
+    (:func:`chatkit_trace.derive.derive_parallel`), the names not repeated
+    per row."""
+
+    columns: tuple[str, ...]
+    values: list[tuple[Any, ...]]
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]]) -> PackedRows:
+        """``rows`` (column -> value, every row with the same columns in the same order), packed."""
+        if not rows:
+            return cls((), [])
+        return cls(tuple(rows[0]), [tuple(r.values()) for r in rows])
 
 
 @dataclass(frozen=True)
@@ -596,14 +614,15 @@ class TraceStore:
 
     def write_derived(
         self,
-        rows: Mapping[str, Sequence[Mapping[str, Any]]],
+        rows: Mapping[str, Sequence[Mapping[str, Any]] | PackedRows],
         *,
         sessions: Iterable[str] | None = None,
         exchanges: Iterable[int] = (),
         done: PendingDerivation | None = None,
     ) -> None:
         """Add plain rows (column -> value) to the derived tables, in one
-        transaction; with ``sessions``, those sessions' rows (and the rows of
+        transaction (a table's rows may come as :class:`PackedRows`); with
+        ``sessions``, those sessions' rows (and the rows of
         ``exchanges``) are replaced in the same transaction.  Facts keep
         their order (``seq`` is assigned on insert).  ``history_reads`` is
         keyed by exchange: of a socket's several history reads (messages on
@@ -620,7 +639,10 @@ class TraceStore:
             for table, items in rows.items():
                 if table not in DERIVED_TABLES or table == "findings":
                     raise ValueError(f"{table!r} is not a derived table (findings: replace_findings)")
-                if items:
+                if isinstance(items, PackedRows):
+                    if items.values:
+                        conn.executemany(self._insert(table, items.columns), items.values)
+                elif items:
                     conn.executemany(self._insert(table, tuple(items[0])), [tuple(r.values()) for r in items])
 
     def derived_everything(self, *, by: str = "redecode") -> None:
