@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import msgspec
+
 from .adapters import Adapter, EventIdentity, SessionDecoder
 from .core import (
     ABSENT,
@@ -89,8 +91,7 @@ _SETTLING = frozenset({"completed", "failed", "interrupted"})
 _NONE: tuple[()] = ()
 
 
-@dataclass(slots=True)
-class FactRecord:
+class FactRecord(msgspec.Struct):
     """One fact and what the Core did with it."""
 
     seq: int
@@ -101,8 +102,7 @@ class FactRecord:
     snapshot_version: int
 
 
-@dataclass(slots=True)
-class FrameRecord:
+class FrameRecord(msgspec.Struct):
     """What became of one frame.
 
     ``state`` is one of ``admitted`` (decoded and its facts admitted),
@@ -122,9 +122,9 @@ class FrameRecord:
     session_id: str | None = None
     run_id: str | None = None
     #: The frame's facts in order (an empty tuple when it has none).
-    facts: Sequence[FactRecord] = field(default_factory=list)
+    facts: Sequence[FactRecord] = msgspec.field(default_factory=list)
     #: Facts decoded after the reader stopped (never admitted; CK101).
-    shadow: Sequence[Fact] = field(default_factory=list)
+    shadow: Sequence[Fact] = msgspec.field(default_factory=list)
     error: DecodeError | str | None = None
     #: The event decoded to no update (an unknown event type, R2.4).
     unknown: bool = False

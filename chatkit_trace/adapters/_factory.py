@@ -26,8 +26,9 @@ the capability functions) is driven by :class:`chatkit_trace.runtime.ChatRuntime
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ..core import (
     CORE_CAPABILITIES,
@@ -60,12 +61,11 @@ _TERMINAL = (CompletedUpdate, FailedUpdate, InterruptedUpdate)
 _TERMINAL_TYPES = frozenset(_TERMINAL)
 
 
-@dataclass(slots=True)
-class Decoded:
+class Decoded(msgspec.Struct):
     """What one event became."""
 
-    facts: list[Fact] = field(default_factory=list)
-    updates: list[ProtocolUpdate] = field(default_factory=list)
+    facts: list[Fact] = msgspec.field(default_factory=list)
+    updates: list[ProtocolUpdate] = msgspec.field(default_factory=list)
     #: The event carried a terminal update: a direct run's reader stops here (R2.5a).
     terminal: bool = False
     #: Dropped by the factory: the outer event id was already seen for this run.

@@ -15,8 +15,10 @@ TypeScript names: ``encodeInput`` is :meth:`encode_input`, ``decodeEvent``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..core import HistoryResult, HistoryRunSnapshot, RuntimeMessage
 from ..core._values import quick_init
@@ -43,8 +45,7 @@ class StreamEvent:
     event_id: str | None = None
 
 
-@dataclass(slots=True)
-class DecodeContext:
+class DecodeContext(msgspec.Struct):
     """What ``decode_event`` knows about the event (``{sessionId, runId, eventId?}``).
 
     ``state`` is this (session, run)'s decode state (tool-argument fragments,
@@ -56,7 +57,7 @@ class DecodeContext:
     session_id: str
     run_id: str
     event_id: str | None = None
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
     source: str = "stream"
 
 
