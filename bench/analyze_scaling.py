@@ -9,7 +9,7 @@ Each trace holds sessions of the example protocol (``myproto``): 10 runs of
 50 SSE frames each plus a history read, with a few planted bugs (a chunk
 after the terminal, a stream without conclusion) so the analyzers have work.
 Each ``check`` runs in its own process (``run_check`` storing its results,
-as ``redecode`` does), so its peak RSS is its own; its worker processes'
+as ``redecode`` does; ``--no-store``: as ``chatkit-trace check``), so its peak RSS is its own; its worker processes'
 largest peak is shown apart.  ``--jobs`` says how many workers derive the
 sessions: ``auto`` is check's default (one per CPU for a trace of 50,000
 frames or more).  Targets (issue 5): near-linear growth, and peak memory
@@ -101,11 +101,13 @@ def generate(path: Path, frames: int) -> int:
     return written
 
 
-def check(path: Path, python: str = sys.executable, jobs: str = "auto") -> tuple[float, float, int, float]:
+def check(path: Path, python: str = sys.executable, jobs: str = "auto", store: bool = True) -> tuple[float, float, int, float]:
     """Seconds, peak RSS (MB) of the checking process and of its largest
     worker (0: none), and the number of findings.  ``jobs``: ``auto`` (the
     CLI's default: one worker per CPU for a trace this large) or a number;
-    an interpreter whose ``run_check`` has no ``jobs`` checks in one process."""
+    an interpreter whose ``run_check`` has no ``jobs`` checks in one process.
+    ``store``: the derived tables are written, as ``redecode`` does (else as
+    ``chatkit-trace check`` runs: nothing written)."""
     code = (
         "import inspect, resource, sys, time\n"
         "try:\n"
@@ -116,7 +118,7 @@ def check(path: Path, python: str = sys.executable, jobs: str = "auto") -> tuple
         "kw = {'jobs': jobs} if 'jobs' in inspect.signature(run_check).parameters else {}\n"
         "if __name__ == '__main__':\n"
         "    t = time.perf_counter()\n"
-        f"    r = run_check({str(path)!r}, store_results=True, **kw)\n"
+        f"    r = run_check({str(path)!r}, store_results={store!r}, **kw)\n"
         "    print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(r.findings),"
         " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
@@ -140,6 +142,8 @@ def main() -> None:
     ap.add_argument("--jobs", default="auto",
                     help="comma-separated: 'auto' (check's default) and/or worker counts, each measured for this "
                     "interpreter (an interpreter given with --python checks with its own default)")
+    ap.add_argument("--no-store", action="store_true",
+                    help="check as `chatkit-trace check` does (nothing written) instead of storing the results as redecode")
     ap.add_argument("--generate", nargs=2, metavar=("PATH", "FRAMES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.generate:
@@ -176,7 +180,7 @@ def main() -> None:
                 work = path.with_name(f"{path.stem}-check.db")
                 shutil.copyfile(path, work)
                 try:
-                    seconds, peak_mb, findings, worker_mb = check(work, py, jobs)
+                    seconds, peak_mb, findings, worker_mb = check(work, py, jobs, not args.no_store)
                 finally:
                     for leftover in (work, work.with_name(work.name + "-wal"), work.with_name(work.name + "-shm")):
                         leftover.unlink(missing_ok=True)
