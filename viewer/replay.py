@@ -33,9 +33,10 @@ import pickle
 import threading
 import time
 import types
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
@@ -95,24 +96,36 @@ def session_exchanges(data: TraceData, session_id: str) -> list[Exchange]:
     return out
 
 
-#: Objects a checkpoint refers to instead of copying (the adapter, functions …), by id.
-_SHARED: dict[int, Any] = {}
+class _Shared:
+    """What one replayer's checkpoints refer to instead of copying (the
+    adapter, the trace's data, functions, lazy frame lists), by id.  Owned by
+    the replayer, so it is freed with it; :func:`_shared` finds it through a
+    weak registry."""
+
+    def __init__(self) -> None:
+        self.objects: dict[int, Any] = {}
+        _TABLES[id(self)] = self
 
 
-def _shared(key: int) -> Any:
-    return _SHARED[key]
+_TABLES: weakref.WeakValueDictionary[int, _Shared] = weakref.WeakValueDictionary()
+
+
+def _shared(table: int, key: int) -> Any:
+    return _TABLES[table].objects[key]
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles a replayer's state; what must stay shared is pickled as a reference.
+    """Pickles a replayer's state; what must stay shared is pickled as a
+    reference into the replayer's :class:`_Shared` table.
 
     ``reducer_override`` is only consulted for non-builtin objects (strings,
     dicts, lists … never reach it), so this costs little per checkpoint.
     """
 
-    def __init__(self, file: io.BytesIO, keep: tuple[Any, ...]) -> None:
+    def __init__(self, file: io.BytesIO, keep: tuple[Any, ...], table: _Shared) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.keep_ids = {id(k) for k in keep}
+        self.table = table
 
     def reducer_override(self, obj: Any) -> Any:
         if obj is _shared:
@@ -120,8 +133,8 @@ class _Pickler(pickle.Pickler):
         if id(obj) in self.keep_ids or isinstance(
             obj, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, _LazyFrames)
         ):
-            _SHARED[id(obj)] = obj
-            return _shared, (id(obj),)
+            self.table.objects[id(obj)] = obj
+            return _shared, (id(self.table), id(obj))
         return NotImplemented
 
 
@@ -225,6 +238,8 @@ class SessionReplayer:
         self._since = time.perf_counter()
         self._replay_time = 0.0
         self.checkpoints: list[tuple[Key | None, int, bytes]] = []
+        #: what the checkpoints refer to instead of copying (:class:`_Shared`)
+        self._shared = _Shared()
         self.frontier = _Cursor(self, self._fresh(), None, 0)
         self.scratch: _Cursor | None = None
         self.horizon: Key | None = (
@@ -257,11 +272,11 @@ class SessionReplayer:
 
     def _dump(self, rp: Replayer) -> bytes:
         buf = io.BytesIO()
-        _Pickler(buf, (self.adapter, self.adapter.protocol, self.data)).dump(rp)
+        _Pickler(buf, (self.adapter, self.adapter.protocol, self.data), self._shared).dump(rp)
         return buf.getvalue()
 
     def _load(self, blob: bytes) -> Replayer:
-        return pickle.loads(blob)
+        return cast(Replayer, pickle.loads(blob))
 
     # -- replaying ahead in a child process (see .ahead) ----------------------------------
 

@@ -122,3 +122,35 @@ def test_a_long_run_costs_bounded_memory(tmp_path):
     for i in range(0, 3000, 100):
         data.row(tl, i)
     assert len(data.page_cache) <= data.page_cache.maxsize
+
+
+def test_what_checkpoints_refer_to_is_freed_with_their_replayer(tmp_path):
+    """A checkpoint refers to the adapter, the trace's data and the lazy
+    frame lists instead of copying them; those references belong to the
+    replayer (not to the process), so closing a run's replayer frees them
+    while its checkpoints still restore exactly."""
+    import gc
+    import weakref
+
+    from chatkit_trace.viewer.replay import _TABLES, _LazyFrames
+
+    path = corpus_trace(tmp_path, "CK201")
+    loaded = open_trace(path)
+    loaded.close()
+    data = TraceData(path)
+    sid = data.runs()[0].session_id
+    rp = SessionReplayer(data, sid, loaded.adapter, loaded.capabilities, every=2, cache_size=2)
+    while rp.extend(3):
+        pass
+    assert len(rp.checkpoints) >= 2
+    lazy = [weakref.ref(o) for o in rp._shared.objects.values() if isinstance(o, _LazyFrames)]
+    assert lazy and all(r() is not None for r in lazy)
+    key, _, blob = rp.checkpoints[-1]
+    assert key is not None
+    assert rp._load(blob).out.sessions[sid].core.snapshot.to_json() == rp.moment(key).snapshot.to_json()
+    table = id(rp._shared)
+    assert table in _TABLES
+    del rp, blob
+    gc.collect()
+    assert all(r() is None for r in lazy)
+    assert table not in _TABLES
