@@ -143,10 +143,11 @@ if __name__ == "__main__":
 
 
 def test_without_jobs_a_large_trace_or_many_inputs_use_a_worker_per_cpu(tmp_path):
-    """Without ``-j``: one trace of AUTO_FRAMES frames or more, or AUTO_INPUTS
-    inputs or more, is checked by worker processes (their peak memory is
-    the children's), with the same report as one process; below both
-    thresholds no worker is started.  (The thresholds are lowered here so
+    """Without ``-j``: one trace of AUTO_FRAMES frames or more (alone or
+    among fewer than AUTO_INPUTS inputs), or AUTO_INPUTS inputs or more, is
+    checked by worker processes (their peak memory is the children's), with
+    the same report as one process; below both thresholds no worker is
+    started.  (The thresholds are lowered here so
     the traces stay small.)"""
     path = _generated(tmp_path, 6000)
     script = tmp_path / "auto.py"
@@ -168,3 +169,6 @@ def test_without_jobs_a_large_trace_or_many_inputs_use_a_worker_per_cpu(tmp_path
     many, some = run(10**9, 2, clean, path)
     assert none == 0 and some > 0
     assert many == few and [t["trace"] for t in many["traces"]] == [str(clean), str(path)]
+    # fewer inputs than AUTO_INPUTS: one after the other, the large one over workers
+    large, some = run(1000, 10**9, clean, path)
+    assert some > 0 and large == few

@@ -471,8 +471,6 @@ def run(args: argparse.Namespace) -> int:
         return _report_one(args, result, select, ignore, baseline)
     if args.html:
         raise UsageError("--html takes one TRACE (run `chatkit-trace report` per trace)")
-    if jobs is None:
-        jobs = (os.cpu_count() or 1) if len(inputs) >= AUTO_INPUTS else 1
     outcomes = check_many(inputs, profile=args.profile, options=options, jobs=jobs)
     return _report_many(args, outcomes, select, ignore, baseline)
 
@@ -509,18 +507,24 @@ class Outcome:
         self.trace, self.result, self.error = trace, result, error
 
 
-def _check_one(trace: str, profile: str | None, options: Options) -> Outcome:
+def _check_one(trace: str, profile: str | None, options: Options, jobs: int | None = 1) -> Outcome:
     from ..core import ChatkitTraceError
 
     try:
-        return Outcome(trace, run_check(trace, profile=profile, options=options))
+        return Outcome(trace, run_check(trace, profile=profile, options=options, jobs=jobs))
     except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
         return Outcome(trace, error=str(err))
 
 
-def check_many(inputs: Sequence[str], *, profile: str | None, options: Options, jobs: int = 1) -> list[Outcome]:
+def check_many(inputs: Sequence[str], *, profile: str | None, options: Options, jobs: int | None = 1) -> list[Outcome]:
     """``run_check`` of every input, ``jobs`` at a time in worker processes
-    (``spawn``), the outcomes in input order."""
+    (``spawn``), the outcomes in input order.  ``jobs`` None: one per CPU
+    for :data:`AUTO_INPUTS` inputs or more; fewer are checked one after the
+    other, each large one over one worker per CPU (``run_check``'s None)."""
+    if jobs is None:
+        if len(inputs) < AUTO_INPUTS:
+            return [_check_one(t, profile, options, None) for t in inputs]
+        jobs = os.cpu_count() or 1
     if jobs <= 1 or len(inputs) <= 1:
         return [_check_one(t, profile, options) for t in inputs]
     import multiprocessing
