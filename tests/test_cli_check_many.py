@@ -172,3 +172,34 @@ def test_without_jobs_a_large_trace_or_many_inputs_use_a_worker_per_cpu(tmp_path
     # fewer inputs than AUTO_INPUTS: one after the other, the large one over workers
     large, some = run(1000, 10**9, clean, path)
     assert some > 0 and large == few
+
+
+def test_redecode_asks_only_until_one_exchange_is_understood(tmp_path, monkeypatch):
+    """``redecode`` first makes sure the trace has something to judge (else
+    exit 2, nothing written): it replays sessions only until one exchange is
+    understood, not the whole trace a second time; with nothing understood
+    it says what ``check`` says."""
+    import pytest
+
+    from chatkit_trace.cli.check import NothingToJudge, probe_check
+    from chatkit_trace.derive import Deriver
+
+    path = _generated(tmp_path, 6000)  # 12 sessions
+    seen: list[str | None] = []
+    real = Deriver.session
+
+    def session(self, sid, **kw):  # type: ignore[no-untyped-def]
+        seen.append(sid)
+        return real(self, sid, **kw)
+
+    monkeypatch.setattr(Deriver, "session", session)
+    probe_check(str(path))
+    assert len(seen) == 1
+    before = path.read_bytes()
+    with pytest.raises(NothingToJudge) as probed:
+        probe_check(str(path), profile="adk")
+    assert len(seen) == 1 + 12  # every session, none understood
+    with pytest.raises(NothingToJudge) as checked:
+        run_check(str(path), profile="adk")
+    assert str(probed.value) == str(checked.value) and "nothing to judge" in str(probed.value)
+    assert path.read_bytes() == before

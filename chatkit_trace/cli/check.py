@@ -30,6 +30,7 @@ __all__ = [
     "add_parser",
     "run",
     "run_check",
+    "probe_check",
     "render_text",
     "render_json",
     "render_junit",
@@ -164,16 +165,7 @@ def run_check(
     findings in the same order, the same rows written); None: one per CPU
     for a trace of :data:`AUTO_FRAMES` frames or more, else 1.
     """
-    from ..loading import TraceInputError, open_trace
-
-    try:
-        loaded = open_trace(path, profile=profile, writable=store_results)
-    except TraceInputError as err:
-        # A recording made without a profile: say what its traffic looks like.
-        hint = _no_profile_hint(path) if profile is None and "does not say which protocol" in str(err) else None
-        if hint is None:
-            raise
-        raise NothingToJudge(hint) from None
+    loaded = _open(path, profile, writable=store_results)
     try:
         from ..derive import Deriver
 
@@ -193,6 +185,42 @@ def run_check(
             loaded.store.set_meta("analysed", {"at": time.time(), "chatkit_trace_version": __version__, "findings": len(findings)})
             loaded.store.commit()
         return CheckResult(findings, 0, str(path), counts["frames"], counts["facts"], notes)
+    finally:
+        loaded.close()
+
+
+def _open(path: str, profile: str | None, *, writable: bool) -> Any:
+    from ..loading import TraceInputError, open_trace
+
+    try:
+        return open_trace(path, profile=profile, writable=writable)
+    except TraceInputError as err:
+        # A recording made without a profile: say what its traffic looks like.
+        hint = _no_profile_hint(path) if profile is None and "does not say which protocol" in str(err) else None
+        if hint is None:
+            raise
+        raise NothingToJudge(hint) from None
+
+
+def probe_check(path: str, *, profile: str | None = None) -> None:
+    """Raise what :func:`run_check` would raise for ``path`` (an unreadable
+    input, :class:`NothingToJudge`) without judging it all: sessions are
+    replayed one at a time, without analysis, only until the adapter made
+    sense of one exchange.  Nothing is written (a route ``profile``
+    re-classifies a temporary copy).  ``redecode`` asks this before it
+    rewrites a trace, so a wrong ``--profile`` leaves the trace as it was."""
+    loaded = _open(path, profile, writable=False)
+    try:
+        from ..derive import Deriver, session_counts
+
+        deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
+        counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
+        for sid in deriver.sessions():
+            for key, value in session_counts(deriver.session(sid, analyse=False)).items():
+                counts[key] += value
+            if counts["understood"]:
+                return
+        raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
     finally:
         loaded.close()
 

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..loading import kind_of
-    from .check import run_check
+    from .check import probe_check, run_check
 
     if kind_of(Path(args.trace)) != "db":
         raise UsageError(f"{args.trace}: redecode rewrites a trace database; import HAR/flow files first")
@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be >= 0 (0: one per CPU)")
     jobs = None if args.jobs is None else args.jobs or (os.cpu_count() or 1)
     progress = sys.stderr.isatty()
-    # First on a temporary copy, read-only: a profile that matches nothing
+    # First read-only (a route profile re-classifies a temporary copy), only
+    # until one exchange is understood: a profile that matches nothing
     # (NothingToJudge, exit 2) must not wipe the classification that works.
-    run_check(args.trace, profile=args.profile, options=Options(), store_results=False, show_progress=progress, jobs=jobs)
+    probe_check(args.trace, profile=args.profile)
     result = run_check(args.trace, profile=args.profile, options=Options(), store_results=True, show_progress=progress, jobs=jobs)
     _settle(args.trace, args.profile)
     s = result.summary()
