@@ -203,3 +203,34 @@ def test_redecode_asks_only_until_one_exchange_is_understood(tmp_path, monkeypat
         run_check(str(path), profile="adk")
     assert str(probed.value) == str(checked.value) and "nothing to judge" in str(probed.value)
     assert path.read_bytes() == before
+
+
+_UNGUARDED = """
+import sys
+from chatkit_trace.cli import check, main
+check.AUTO_FRAMES = 1000
+check.AUTO_INPUTS = 2
+code = main(["check", "--format", "json", "--fail-on", "never", *sys.argv[1:]])
+print("exit", code, file=sys.stderr)
+"""
+
+
+def test_a_script_without_a_main_guard_still_gets_its_report(tmp_path):
+    """Spawned workers run the calling script again; one without an
+    ``if __name__ == "__main__":`` guard cannot have workers.  check says so
+    in one line and judges in its own process: the same report as one
+    process, for one large trace and for many inputs."""
+    path = _generated(tmp_path, 6000)
+    clean = trace_from_case(tmp_path, "clean-myproto")
+    script = tmp_path / "unguarded.py"
+    script.write_text(_UNGUARDED)
+    for traces in ([path], [clean, path]):
+        alone = run_check(str(path), jobs=1)
+        proc = subprocess.run([sys.executable, str(script), *map(str, traces)], capture_output=True, text=True,
+                              timeout=240, cwd=tmp_path)
+        # the parent's own lines: its exit, and the one-line warning (the spawned children's tracebacks come before)
+        assert proc.stderr.rstrip().endswith("exit 0"), proc.stderr[-2000:]
+        assert proc.stderr.count("worker processes failed to start or died; checking in this process instead") == 1
+        out = json.loads(proc.stdout)
+        report = out if len(traces) == 1 else out["traces"][1]
+        assert report["summary"]["total"] == len(alone.findings) > 2

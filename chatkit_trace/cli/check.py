@@ -235,14 +235,29 @@ def _derive(deriver: Any, store: Any, profile: str | None, options: Options | No
         jobs = (os.cpu_count() or 1) if sessions > 1 and store.frame_count() >= AUTO_FRAMES else 1
     with _session_progress(sessions, show_progress) as tick:
         if jobs > 1 and sessions > 1:
+            from concurrent.futures.process import BrokenProcessPool
+
             from ..derive import derive_parallel
             from ..route.profiles import resolve_adapter
 
-            return derive_parallel(
-                deriver, store.path, profile=profile, jobs=jobs, options=options, on_session=tick,
-                resolve=resolve_adapter, write_to=store if write else None,
-            )
+            try:
+                return derive_parallel(
+                    deriver, store.path, profile=profile, jobs=jobs, options=options, on_session=tick,
+                    resolve=resolve_adapter, write_to=store if write else None,
+                )
+            except BrokenProcessPool:
+                _workers_failed()  # the rows some workers sent are cleared and written again below
         return deriver.run(write_to=store if write else None, on_session=tick)
+
+
+def _workers_failed() -> None:
+    """Worker processes could not start or died: say so, in one line; the
+    caller goes on in this process.  (A script that calls the CLI without an
+    ``if __name__ == "__main__":`` guard cannot spawn workers: each one runs
+    the script again.)"""
+    print("chatkit-trace: worker processes failed to start or died; checking in this process instead "
+          "(a script that calls chatkit-trace needs an `if __name__ == \"__main__\":` guard for workers)",
+          file=sys.stderr)
 
 
 def _streamed(ex: Any) -> bool:
@@ -557,9 +572,14 @@ def check_many(inputs: Sequence[str], *, profile: str | None, options: Options, 
         return [_check_one(t, profile, options) for t in inputs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(_check_one, inputs, [profile] * len(inputs), [options] * len(inputs)))
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(inputs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+            return list(pool.map(_check_one, inputs, [profile] * len(inputs), [options] * len(inputs)))
+    except BrokenProcessPool:
+        _workers_failed()
+        return [_check_one(t, profile, options) for t in inputs]
 
 
 def _filtered(result: CheckResult, select: Sequence[str], ignore: Sequence[str], baseline: set[str]) -> list[Finding]:
