@@ -178,7 +178,10 @@ class _Tap:
     It must never lose or change a chunk (mitmproxy.md: a raising callable
     silently loses that chunk for the user), so everything it does is inside
     ``try`` and the chunk it returns is the object it was given.  When the
-    hand-off's backlog is at its limit the copy is dropped and counted.
+    hand-off's backlog is at its limit the copy is dropped and counted.  The
+    one exception: once mitmproxy is exiting and the recording has stopped
+    (:meth:`Recorder.done`), a chunk could no longer be recorded, and the
+    client does not get it either.
     """
 
     __slots__ = ("dropped", "dropped_bytes", "fail", "fid", "gap", "inner", "rec", "writer")
@@ -200,6 +203,8 @@ class _Tap:
             chunk = self.inner(chunk)
             if not isinstance(chunk, (bytes, bytearray, memoryview)):
                 chunk = b"".join(chunk)
+        if self.rec.closed:
+            return b""  # mitmproxy is exiting and the recording stopped: the client gets only what was recorded
         if chunk:
             try:
                 if self.fail:
@@ -233,6 +238,9 @@ class Recorder:
         self._streamed: dict[str, _Tap] = {}
         self._logged: set[str] = set()
         self._error_keys: set[tuple[str, str, str | None]] = set()
+        #: mitmproxy is exiting and the recording has stopped: nothing more
+        #: passes that could not be recorded (:meth:`done`)
+        self.closed = False
 
     # ------------------------------------------------------------------ options
 
@@ -356,7 +364,14 @@ class Recorder:
 
     def done(self) -> None:
         """Stop: the writer stores what it received, the deriver derives what
-        is queued, each within its bound (:meth:`Link.stop`)."""
+        is queued, each within its bound (:meth:`Link.stop`).
+
+        When mitmproxy is exiting (not a script reload, which calls ``done``
+        too), connections still open may go on for a moment after this; what
+        they would carry could no longer be recorded, so it is withheld from
+        the client (:meth:`_withheld`, the taps): the client never gets
+        anything the trace lacks."""
+        self.closed = self.writer is not None and _exiting()
         writer, self.writer = self.writer, None
         if writer is not None:
             try:
@@ -389,6 +404,18 @@ class Recorder:
         except Exception:  # noqa: BLE001, S110 - the last line of defence
             pass
 
+    def _withheld(self, flow: http.HTTPFlow) -> bool:
+        """After the recording stopped for mitmproxy's exit: kill a flow that
+        would otherwise pass unrecorded (True)."""
+        if not self.closed:
+            return False
+        try:
+            if flow.killable:
+                flow.kill()
+        except Exception:  # noqa: BLE001, S110 - exiting anyway
+            pass
+        return True
+
     def _hook_check(self) -> None:
         if "hooks" in self.test_raise:
             raise RuntimeError("chatkit_test_raise=hooks: injected failure in a hook")
@@ -406,6 +433,7 @@ class Recorder:
         """The exchange exists from its first byte (even if its body never arrives)."""
         w = self.writer
         if w is None:
+            self._withheld(flow)
             return
         try:
             self._hook_check()
@@ -416,6 +444,7 @@ class Recorder:
     def request(self, flow: http.HTTPFlow) -> None:
         w = self.writer
         if w is None:
+            self._withheld(flow)
             return
         try:
             self._hook_check()
@@ -429,6 +458,8 @@ class Recorder:
         w = self.writer
         resp = flow.response
         if w is None or resp is None:
+            if w is None:
+                self._withheld(flow)
             return
         try:
             self._hook_check()
@@ -456,6 +487,7 @@ class Recorder:
     def response(self, flow: http.HTTPFlow) -> None:
         w = self.writer
         if w is None:
+            self._withheld(flow)
             return
         try:
             self._hook_check()
@@ -513,6 +545,8 @@ class Recorder:
     def websocket_message(self, flow: http.HTTPFlow) -> None:
         w = self.writer
         if w is None or flow.websocket is None:
+            if self.closed and flow.websocket is not None and flow.websocket.messages:
+                flow.websocket.messages[-1].drop()  # exiting: not recorded, so not sent on
             return
         try:
             self._hook_check()
@@ -568,6 +602,16 @@ class Recorder:
             flows.append(f)
         if flows:
             ctx.master.addons.trigger(hooks.UpdateHook(flows))
+
+
+def _exiting() -> bool:
+    """Whether mitmproxy is shutting down (its ``should_exit`` is set before
+    the ``done`` hooks run; a script reload calls ``done`` without it)."""
+    try:
+        master = ctx.master
+        return master is not None and master.should_exit.is_set()
+    except Exception:  # noqa: BLE001 - no master (tests, an unloaded addon)
+        return False
 
 
 def _addon_notes(flow: http.HTTPFlow) -> dict[str, Any] | None:

@@ -627,3 +627,55 @@ def test_a_response_made_by_another_addon_is_recorded_too(harness):
     h.rec.response(f)
     [ex] = list(h.store().exchanges())
     assert (ex.status, ex.response_body, ex.header("content-type", response=True)) == (200, b'{"runs": []}', "application/json")
+
+
+def test_once_mitmproxy_exits_nothing_reaches_the_client_unrecorded(harness):
+    """mitmdump calls ``done`` when it exits while connections may still be
+    open for a moment; what they would carry then could not be stored.  The
+    recorder withholds it: a stream's later chunks are not sent on, a
+    WebSocket message is dropped, a response or a new request is killed.
+    So the client never has an event the trace lacks (the end-to-end test
+    counts them).  A script reload, which calls ``done`` without exiting,
+    withholds nothing."""
+    from mitmproxy.websocket import WebSocketMessage
+    from wsproto.frame_protocol import Opcode
+
+    for exiting in (True, False):
+        h = harness(db=f"exit-{exiting}.db")
+        r = h.rec
+        f = make_flow()
+        r.requestheaders(f)
+        r.request(f)
+        f.response = make_response()
+        r.responseheaders(f)
+        tap = f.response.stream
+        assert tap(CHUNKS[0]) is CHUNKS[0]
+        g = tflow.twebsocketflow(messages=False)
+        g.websocket.messages = []
+        for hook in (r.requestheaders, r.request, r.responseheaders, r.response, r.websocket_start):
+            hook(g)
+        g.websocket.messages.append(WebSocketMessage(Opcode.TEXT, False, b'{"type": "hello"}', time.time()))
+        r.websocket_message(g)
+        if exiting:
+            h.tctx.master.should_exit.set()
+        r.done()
+        late = tap(CHUNKS[1])
+        g.websocket.messages.append(WebSocketMessage(Opcode.TEXT, False, b'{"type": "late"}', time.time()))
+        r.websocket_message(g)
+        whole, new = make_flow(), make_flow()
+        whole.live = new.live = True
+        whole.response = make_response(ctype="application/json", content=b"{}", length=True)
+        r.response(whole)
+        r.requestheaders(new)
+        assert r.closed is exiting
+        if exiting:
+            assert late == b"" and g.websocket.messages[-1].dropped
+            assert whole.error is not None and new.error is not None  # killed: never sent on
+        else:
+            assert late is CHUNKS[1] and not g.websocket.messages[-1].dropped
+            assert whole.error is None and new.error is None
+        store = TraceStore(h.db, readonly=True)
+        frames = {ex.transport: [fr.text for fr in store.frames(ex.index)] for ex in store.exchanges()}
+        assert frames["sse"] == [CHUNKS[0].decode().split("data: ")[1].split("\n")[0]]
+        assert frames["ws"] == ['{"type": "hello"}']
+        h.tctx.master.should_exit.clear()
