@@ -35,7 +35,7 @@ history read with the snapshots around it (for CK201).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgspec
@@ -633,7 +633,7 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = self._identity(value)
+        identity = self._identity(value) if self._has_identity else None
         fr.identity = identity
         if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
             fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -781,9 +781,9 @@ class Replayer:
         if ident is None:
             return EventIdentity(run_id=run, session_id=session) if run is not None else None
         if run is not None and not ident.run_id:
-            ident = replace(ident, run_id=run)
+            ident = msgspec.structs.replace(ident, run_id=run)
         if session is not None and (sock.mux or ident.session_id is None):
-            ident = replace(ident, session_id=session)  # on a shared socket the event's session routes it
+            ident = msgspec.structs.replace(ident, session_id=session)  # on a shared socket the event's session routes it
         return ident
 
     def _command(self, s: SessionReplay, exchange: Exchange, frame: Frame, rec: ExchangeRecord, sock: _Socket,

@@ -191,7 +191,11 @@ class SessionDecoder:
         try:
             raw = protocol.decode_event(event, ctx)
             # exact types (`type(u) is X`, not isinstance: a subclass goes through update_from_json)
-            updates: list[Any] = [u if type(u) in _UPDATE_TYPES else update_from_json(u) for u in raw or ()]
+            updates: list[Any]
+            if type(raw) is list and len(raw) == 1 and type(raw[0]) in _UPDATE_TYPES:
+                updates = raw  # the usual answer, one update: kept as it is (no copy; nothing here changes it)
+            else:
+                updates = [u if type(u) in _UPDATE_TYPES else update_from_json(u) for u in raw or ()]
             if adapter.transform_output is not None:
                 updates = [update_from_json(u) for u in adapter.transform_output(updates, event, ctx) or ()]
         except Exception as err:  # noqa: BLE001 - a decode error ends the read (R2.5)

@@ -21,7 +21,6 @@ from typing import Any
 import msgspec
 
 from ..core import HistoryResult, HistoryRunSnapshot, RuntimeMessage
-from ..core._values import quick_init
 from ._updates import ProtocolUpdate
 
 __all__ = [
@@ -71,9 +70,7 @@ class EncodeContext:
     messages: tuple[RuntimeMessage, ...] = ()
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class EventIdentity:
+class EventIdentity(msgspec.Struct, frozen=True):
     """``identifyEvent``'s answer (SPEC R2.6, R11.2): whose event this is.
 
     ``session_id``: the session the event names (on a socket shared by several

@@ -171,6 +171,7 @@ _WRAPPERS = {
     "statusUpdate": "status",
     "artifactUpdate": "artifact",
 }
+_WRAPPER_KEYS = frozenset(_WRAPPERS)
 _KINDS = {
     "task": "task",
     "message": "message",
@@ -213,9 +214,11 @@ def unwrap(event: Any) -> tuple[str | None, Any]:
     kind = obj.get("kind")
     if type(kind) is str or isinstance(kind, str):
         return (_KINDS[kind], obj) if kind in _KINDS else (None, None)
-    for key, k in _WRAPPERS.items():
-        if _is_map(obj.get(key)):
-            return k, obj[key]
+    present = obj.keys() & _WRAPPER_KEYS  # v1.0: the one wrapper key an event has, found in C
+    if present:
+        for key, k in _WRAPPERS.items():  # in _WRAPPERS' order, as before; an absent key never matched
+            if key in present and _is_map(obj[key]):
+                return k, obj[key]
     if "taskId" in obj and _is_map(obj.get("status")):
         return "status", obj
     if "taskId" in obj and _is_map(obj.get("artifact")):

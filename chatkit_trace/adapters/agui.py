@@ -275,7 +275,7 @@ class AGUIProtocol(AdapterProtocol):
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
         # long-function: one branch per AG-UI event type, in the protocol's order
-        if not isinstance(event, Mapping):
+        if type(event) is not dict and not isinstance(event, Mapping):
             return []
         answer = ctx.state.get("answer")
         if answer is None:
