@@ -172,6 +172,7 @@ class SessionDecoder:
     ) -> Decoded:
         """:meth:`decode` with positional arguments (the replay's hot path);
         ``fallback_id`` may be None when ``event_id`` is given."""
+        # long-function: once per recorded frame (issue 18): dedup, decode, updates and the one-update fast paths inline
         if event_id is not None:
             seen = self._seen.get(run_id)
             if seen is not None and event_id in seen:
