@@ -12,8 +12,10 @@ they run the same code.
   derived tables where asked, and merges the trace's findings in one place
   (:func:`merge_findings`: the once-per-trace codes, :data:`TRACE_LEVEL`,
   and the recording's own, CK7xx);
-* :func:`derive_parallel` does :meth:`Deriver.run`'s analysis over worker
-  processes (``check -j N``), with the same findings in the same order;
+* :func:`derive_parallel` does :meth:`Deriver.run` over worker processes
+  (``check``/``redecode`` of a large trace, ``-j N``): the same findings in
+  the same order, and the same rows written by the one process
+  (:meth:`Deriver.collect`);
 * :class:`TraceSessions` is the one selection of a session's exchanges: a
   socket several sessions share is split per event, each session replayed
   with its own frames of it (:func:`split_shared`: the same split of
