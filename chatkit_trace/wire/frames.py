@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -162,42 +162,33 @@ def sse_frames(data: bytes, exchange_index: int, at: float, spacing: float) -> l
     if not data or data[0] == 0xEF or b"\r" in data or not data.endswith(b"\n\n"):
         return None
     if data.isascii():  # byte offsets are character offsets: split the text, one slice per event
-        return _ascii_sse_frames(data.decode("ascii"), exchange_index, at, spacing)
-    blocks = data.split(b"\n\n")
-    blocks.pop()  # b"": the body ends with a blank line
+        return _simple_sse_frames(data.decode("ascii").split("\n\n"), "data:", "data: ", "\n", False, exchange_index, at, spacing)
+    return _simple_sse_frames(data.split(b"\n\n"), b"data:", b"data: ", b"\n", True, exchange_index, at, spacing)
+
+
+def _simple_sse_frames(
+    blocks: list[Any], prefix: Any, spaced: Any, newline: Any, decode: bool, exchange_index: int, at: float, spacing: float
+) -> list[Frame] | None:
+    """:func:`sse_frames` of a body split at its blank lines: ``blocks`` of
+    bytes (``decode``: each event's data decoded as UTF-8) or of the text of
+    an ASCII body, ``prefix``/``spaced``/``newline`` of the same type."""
+    blocks.pop()  # empty: the body ends with a blank line
     out: list[Frame] = []
     add = out.append
     pos = 0
     i = 0
     for block in blocks:
         n = len(block)
-        if n > DEFAULT_MAX_LINE or not block.startswith(b"data:") or b"\n" in block:
+        if n > DEFAULT_MAX_LINE or not block.startswith(prefix) or newline in block:
             return None
-        v = 6 if n > 5 and block[5] == 32 else 5  # one space after the colon is dropped
-        try:
-            text = block[v:].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        v = 6 if block.startswith(spaced) else 5  # one space after the colon is dropped
+        text = block[v:]
+        if decode:
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         add(Frame(exchange_index, i, "sse", "in", text, None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + v,)))
-        pos += n + 2
-        i += 1
-    return out
-
-
-def _ascii_sse_frames(data: str, exchange_index: int, at: float, spacing: float) -> list[Frame] | None:
-    """:func:`sse_frames` of an ASCII body, decoded already."""
-    blocks = data.split("\n\n")
-    blocks.pop()  # "": the body ends with a blank line
-    out: list[Frame] = []
-    add = out.append
-    pos = 0
-    i = 0
-    for block in blocks:
-        n = len(block)
-        if n > DEFAULT_MAX_LINE or not block.startswith("data:") or "\n" in block:
-            return None
-        v = 6 if n > 5 and block[5] == " " else 5  # one space after the colon is dropped
-        add(Frame(exchange_index, i, "sse", "in", block[v:], None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + v,)))
         pos += n + 2
         i += 1
     return out
