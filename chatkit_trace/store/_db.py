@@ -639,11 +639,9 @@ class TraceStore:
             for table, items in rows.items():
                 if table not in DERIVED_TABLES or table == "findings":
                     raise ValueError(f"{table!r} is not a derived table (findings: replace_findings)")
-                if isinstance(items, PackedRows):
-                    if items.values:
-                        conn.executemany(self._insert(table, items.columns), items.values)
-                elif items:
-                    conn.executemany(self._insert(table, tuple(items[0])), [tuple(r.values()) for r in items])
+                packed = items if isinstance(items, PackedRows) else PackedRows.of(items)
+                if packed.values:
+                    conn.executemany(self._insert(table, packed.columns), packed.values)
 
     def derived_everything(self, *, by: str = "redecode") -> None:
         """Everything was derived again (``redecode``): a recording's meta
