@@ -19,7 +19,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -189,6 +189,15 @@ def run_check(
         loaded.close()
 
 
+def jobs_option(value: int | None) -> int | None:
+    """``-j``/``--jobs`` as ``run_check`` takes it: None (not given) stays
+    None, the automatic choice; 0 is one per CPU; a negative number is a
+    usage error."""
+    if value is not None and value < 0:
+        raise UsageError("--jobs must be >= 0 (0: one per CPU)")
+    return None if value is None else value or (os.cpu_count() or 1)
+
+
 def _open(path: str, profile: str | None, *, writable: bool) -> Any:
     from ..loading import TraceInputError, open_trace
 
@@ -214,13 +223,17 @@ def probe_check(path: str, *, profile: str | None = None) -> None:
         from ..derive import Deriver, session_counts
 
         deriver = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities)
-        counts = {"frames": 0, "facts": 0, "sessions": 0, "violations": 0, "matched": 0, "understood": 0}
-        for sid in deriver.sessions():
-            for key, value in session_counts(deriver.session(sid, analyse=False)).items():
-                counts[key] += value
-            if counts["understood"]:
-                return
-        raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
+
+        def until_understood() -> Iterator[Any]:
+            for sid in deriver.sessions():
+                counts = session_counts(deriver.session(sid, analyse=False))
+                yield [], counts, None
+                if counts["understood"]:
+                    return
+
+        counts = deriver.collect(until_understood(), analyse=False).counts
+        if not counts["understood"]:
+            raise NothingToJudge(_nothing_to_judge(str(path), loaded, counts))
     finally:
         loaded.close()
 
@@ -503,9 +516,7 @@ def run(args: argparse.Namespace) -> int:
     for name in ("first_event", "stall"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0")
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError("--jobs must be >= 0 (0: one per CPU)")
-    jobs = None if args.jobs is None else args.jobs or (os.cpu_count() or 1)
+    jobs = jobs_option(args.jobs)
     baseline = _load_baseline(args.baseline) if args.baseline else set()
     inputs = expand_inputs(args.trace, args.profile)
     options = Options(first_event=args.first_event, stall=args.stall)

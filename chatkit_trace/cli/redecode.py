@@ -15,7 +15,6 @@ meta); the recorded bytes never change.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ..analyze import Options
@@ -43,13 +42,11 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..loading import kind_of
-    from .check import probe_check, run_check
+    from .check import jobs_option, probe_check, run_check
 
     if kind_of(Path(args.trace)) != "db":
         raise UsageError(f"{args.trace}: redecode rewrites a trace database; import HAR/flow files first")
-    if args.jobs is not None and args.jobs < 0:
-        raise UsageError("--jobs must be >= 0 (0: one per CPU)")
-    jobs = None if args.jobs is None else args.jobs or (os.cpu_count() or 1)
+    jobs = jobs_option(args.jobs)
     progress = sys.stderr.isatty()
     # First read-only (a route profile re-classifies a temporary copy), only
     # until one exchange is understood: a profile that matches nothing
