@@ -177,6 +177,60 @@ class RuntimeEvent:
     payload: FrozenDict
 
 
+class _Tail:
+    """Deltas to one text part not yet written into the message list.
+
+    A streaming answer is one delta after another to the same part.  Writing
+    each into the persistent message list costs a new part, a new message and
+    a copied block per delta, and nobody reads the versions in between unless
+    a snapshot is taken.  So consecutive accepted deltas to one part only
+    append to the part's chunk buffer here (the buffer the part's later
+    versions share anyway, see ``_TextLike.append``), and the part, its
+    message and the list are written when anything reads the message list
+    (:attr:`ChatCore._messages`).  What is read is the same as if every delta
+    had been written at once (issue 18).
+    """
+
+    __slots__ = ("pos", "msg", "i", "message_id", "part_id", "part", "buf", "n", "size")
+
+    def __init__(self, pos: int, msg: RuntimeMessage, i: int, part: Any, delta: str) -> None:
+        self.pos = pos  #: the message's position in the list
+        self.msg = msg  #: the message as the list holds it (its part ``i`` is ``part``)
+        self.i = i
+        self.message_id = msg.id
+        self.part_id = part.id
+        self.part = part
+        buf, n = part._buf, part._n
+        if n != len(buf):
+            buf = buf[:n]  # an older version grows a branch: copy once (as append does)
+        part._joined = None  # superseded: its joined text is dropped (as append does)
+        buf.append(delta)
+        self.buf = buf
+        self.n = n + 1
+        size = part._size
+        self.size = size + len(delta) if size >= 0 else -1
+
+    def add(self, delta: str) -> None:
+        self.buf.append(delta)
+        self.n += 1
+        if self.size >= 0:
+            self.size += len(delta)
+
+    def written(self, messages: PVec[RuntimeMessage]) -> PVec[RuntimeMessage]:
+        """``messages`` with the part's text as the deltas left it."""
+        old = self.part
+        new = object.__new__(type(old))
+        new._id = old._id
+        new._buf = self.buf
+        new._n = self.n
+        new._joined = None
+        new._extra = old._extra
+        new._size = self.size
+        parts = self.msg.parts
+        i = self.i
+        return messages.set(self.pos, self.msg.with_parts(parts[:i] + (new,) + parts[i + 1 :]))
+
+
 class _Run:
     """Mutable bookkeeping behind one published :class:`RunView`."""
 
@@ -236,7 +290,9 @@ class ChatCore:
         self._on_invalid = on_invalid_message
         self._on_event = on_event
         self._clock = clock or (lambda: time.time() * 1000.0)
-        self._messages: PVec[RuntimeMessage] = PVec()
+        self._list: PVec[RuntimeMessage] = PVec()
+        #: consecutive deltas to one part, not yet in ``_list`` (:class:`_Tail`)
+        self._tail: _Tail | None = None
         self._index: dict[str, int] = {}
         self._runs: dict[str, _Run] = {}
         self._run_views: tuple[RunView, ...] | None = ()
@@ -258,6 +314,20 @@ class ChatCore:
         self._exec_tools: dict[str, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------------ reading
+
+    @property
+    def _messages(self) -> PVec[RuntimeMessage]:
+        """The message list, with the pending deltas (:class:`_Tail`) written."""
+        tail = self._tail
+        if tail is not None:
+            self._tail = None
+            self._list = tail.written(self._list)
+        return self._list
+
+    @_messages.setter
+    def _messages(self, messages: PVec[RuntimeMessage]) -> None:
+        self._tail = None  # the new list was made from a read of the old one, which wrote them
+        self._list = messages
 
     @property
     def snapshot(self) -> Snapshot:
@@ -510,33 +580,39 @@ class ChatCore:
             return _REJ_OUTPUT
         if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
-        pos = self._index.get(message_id)
-        if pos is None:
-            return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
-        msg = self._messages.get(pos)  # the index holds valid positions only
-        if msg.run_id is not None and msg.run_id != run_id:
-            return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
-        parts = msg.parts
-        i = len(parts) - 1
-        while i >= 0 and parts[i].id != part_id:
-            i -= 1
-        if i < 0:
-            return rejected(R.INVALID_TRANSITION, f"delta to missing part {part_id!r} of {message_id!r}")
-        part = parts[i]
-        if type(part) is not TextPart and type(part) is not ReasoningPart:
-            return rejected(R.INVALID_TRANSITION, f"delta to a {part.type} part {part_id!r}")
-        if type(delta) is not str:
-            return rejected(R.INVALID_TRANSITION, "delta must be a string")
-        if not delta:
-            return _REJ_NO_CHANGE
-        last = len(parts) - 1
-        if last == 0:  # a message of one part: no slicing
-            new_parts: tuple[Any, ...] = (part.append(delta),)
-        elif i == last:
-            new_parts = parts[:i] + (part.append(delta),)
+        tail = self._tail
+        if tail is not None and tail.part_id == part_id and tail.message_id == message_id:
+            # The part the last delta went to: the message and its part are the
+            # ones checked then (nothing changed them without writing the tail).
+            msg = tail.msg
+            if msg.run_id is not None and msg.run_id != run_id:
+                return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+            if type(delta) is not str:
+                return rejected(R.INVALID_TRANSITION, "delta must be a string")
+            if not delta:
+                return _REJ_NO_CHANGE
+            tail.add(delta)
         else:
-            new_parts = parts[:i] + (part.append(delta),) + parts[i + 1 :]
-        self._messages = self._messages.set(pos, msg.with_parts(new_parts))
+            pos = self._index.get(message_id)
+            if pos is None:
+                return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
+            msg = self._messages.get(pos)  # the index holds valid positions only (the read writes a tail)
+            if msg.run_id is not None and msg.run_id != run_id:
+                return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+            parts = msg.parts
+            i = len(parts) - 1
+            while i >= 0 and parts[i].id != part_id:
+                i -= 1
+            if i < 0:
+                return rejected(R.INVALID_TRANSITION, f"delta to missing part {part_id!r} of {message_id!r}")
+            part = parts[i]
+            if type(part) is not TextPart and type(part) is not ReasoningPart:
+                return rejected(R.INVALID_TRANSITION, f"delta to a {part.type} part {part_id!r}")
+            if type(delta) is not str:
+                return rejected(R.INVALID_TRANSITION, "delta must be a string")
+            if not delta:
+                return _REJ_NO_CHANGE
+            self._tail = _Tail(pos, msg, i, part, delta)
         run.seen.add(event_id)
         if source_sequence is not None:
             run.last_seq = source_sequence
