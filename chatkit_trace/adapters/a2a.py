@@ -214,6 +214,11 @@ def unwrap(event: Any) -> tuple[str | None, Any]:
     kind = obj.get("kind")
     if type(kind) is str or isinstance(kind, str):
         return (_KINDS[kind], obj) if kind in _KINDS else (None, None)
+    if len(obj) == 1:  # v1.0's usual shape: the wrapper key alone
+        ((key, inner),) = obj.items()
+        k = _WRAPPERS.get(key)
+        if k is not None and _is_map(inner):
+            return k, inner
     present = obj.keys() & _WRAPPER_KEYS  # v1.0: the one wrapper key an event has, found in C
     if present:
         for key, k in _WRAPPERS.items():  # in _WRAPPERS' order, as before; an absent key never matched
@@ -534,6 +539,9 @@ class A2AProtocol(AdapterProtocol):
     #: events under their own session (so the Core rejects them wrong-session)
     #: sets this to False.
     check_context: bool = False
+    #: the last event :meth:`_unwrap` read and what it found (a class default:
+    #: a subclass that skips ``__init__`` still has it)
+    _last: tuple[Any, tuple[str | None, Any]] = (None, (None, None))
 
     def __init__(self, version: str = "1.0") -> None:
         if version not in METHODS:
@@ -605,8 +613,19 @@ class A2AProtocol(AdapterProtocol):
 
     # -- events --------------------------------------------------------------
 
+    def _unwrap(self, event: Any) -> tuple[str | None, Any]:
+        """:func:`unwrap`, once per event: the pipeline asks ``identify_event``
+        and then ``decode_event`` about the same event, one after the other.
+        (The last event is kept, so its identity cannot be another's.)"""
+        last = self._last
+        if last[0] is event:
+            return last[1]
+        out = unwrap(event)
+        self._last = (event, out)
+        return out
+
     def identify_event(self, event: Any) -> EventIdentity | None:
-        kind, obj = unwrap(event)
+        kind, obj = self._unwrap(event)
         if kind is None or kind == "error":
             return None  # a JSON-RPC error frame names no task (R11.7)
         task_id = _str(obj.get("id") if kind == "task" else obj.get("taskId"))
@@ -625,7 +644,7 @@ class A2AProtocol(AdapterProtocol):
         )
 
     def decode_event(self, event: Any, ctx: DecodeContext) -> list[ProtocolUpdate]:
-        kind, obj = unwrap(event)
+        kind, obj = self._unwrap(event)
         if kind is None:
             return []
         if kind == "error":
