@@ -633,7 +633,12 @@ class Replayer:
             fr.state = "empty"
             return
         run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = self._identity(value) if self._has_identity else None
+        identity = None
+        if self._has_identity and value is not DONE:  # _identity, inlined: once per frame
+            try:
+                identity = self._identify_event(value)
+            except Exception:  # noqa: BLE001 - as _identity: an event that names nothing
+                identity = None
         fr.identity = identity
         if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
             fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -669,8 +674,12 @@ class Replayer:
         if not decoded.updates and value is not DONE and not self._known(value):
             fr.unknown = True
             fr.event_type = _event_type(value)
-        if self._has_limits:
-            fr.limits = self._limits(value)
+        if self._has_limits and value is not DONE:  # _limits, inlined: once per frame
+            try:
+                limits = self._event_limits(value)
+                fr.limits = limits if type(limits) is tuple else tuple(limits or ())
+            except Exception:  # noqa: BLE001 - as _limits: no limits
+                pass
         facts = decoded.facts
         if facts:
             if len(facts) == 1:
