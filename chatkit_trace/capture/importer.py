@@ -43,7 +43,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,7 @@ from ..route import (
     websocket_close_notes,
 )
 from ..trace import Exchange, frames_from_body
-from ..wire import Frame, content_transport, frames_from_har, ws_frame
+from ..wire import Frame, content_transport, frames_from_har, replace_frame, ws_frame
 
 #: the name this error had before ``chatkit_trace.errors`` (kept for old imports)
 ImportError_ = TraceImportError
@@ -113,9 +113,9 @@ def _header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
 
 def _spread(frames: list[Frame], first: float, last: float) -> list[Frame]:
     if len(frames) <= 1:
-        return [replace(f, at=first) for f in frames]
+        return [replace_frame(f, at=first) for f in frames]
     step = max(last - first, 0.0) / (len(frames) - 1)
-    return [replace(f, at=first + i * step) for i, f in enumerate(frames)]
+    return [replace_frame(f, at=first + i * step) for i, f in enumerate(frames)]
 
 
 def _body_frames(ex: Exchange, body: bytes | None, first: float, last: float) -> None:

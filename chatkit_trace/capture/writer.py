@@ -59,7 +59,7 @@ import traceback
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
@@ -72,6 +72,7 @@ from ..wire import (
     error_frame,
     frame_from_sse,
     make_decoder,
+    replace_frame,
     ws_frame,
 )
 
@@ -162,7 +163,7 @@ def _shift(frame: Frame, base: int) -> Frame:
     """A frame from a parser restarted after a gap, moved to stream offsets."""
     if not base:
         return frame
-    return replace(
+    return replace_frame(
         frame,
         start=None if frame.start is None else frame.start + base,
         end=None if frame.end is None else frame.end + base,

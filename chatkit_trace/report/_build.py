@@ -27,7 +27,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +38,7 @@ from ..derive import Deriver, SessionDerivation, fact_summary
 from ..errors import ReportError
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
 from ..trace import Exchange, replay_order
-from ..wire import Frame
+from ..wire import Frame, replace_frame
 from ._html import HtmlWriter
 from ._rules import rule_text
 from ._snapshot import SnapshotDiffer
@@ -267,7 +267,7 @@ class _Builder:
         for old, new in zip(exchanges, out, strict=False):
             for k, (a, b) in enumerate(zip(old.frames, new.frames, strict=False)):
                 if b.raw is not None and a.text != b.text:
-                    new.frames[k] = replace(b, raw=None)  # the bytes still hold the text: rebuilt from fields
+                    new.frames[k] = replace_frame(b, raw=None)  # the bytes still hold the text: rebuilt from fields
         return out
 
     def observe(self, kind: int, ex: Exchange, frame: Frame | None, rp: Replayer) -> None:

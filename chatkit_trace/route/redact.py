@@ -49,6 +49,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote, unquote, unquote_plus
 
+from ..wire import replace_frame
 from .secrets import Scrubber, Secrets, Span
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -468,7 +469,7 @@ class Redactor:
                     found.append({"field": "error.excerpt", "kind": "excerpt"})
         if not changes:
             return frame, []
-        return replace(frame, **changes), found
+        return replace_frame(frame, **changes), found
 
     def scrub_fields(self, ex: Exchange, memo: dict[str, Any] | None = None) -> list[tuple[str, list[dict[str, Any]]]]:
         """Mask secrets in an exchange's own fields **in place** (not its frames):
@@ -607,7 +608,7 @@ class Redactor:
                 else:
                     continue
                 if new is not raw and new != raw:
-                    frames[i] = replace(
+                    frames[i] = replace_frame(
                         f, text=new.decode("utf-8", "surrogatepass"), raw=None if f.raw is None else new,
                         end=None if f.start is None else f.start + len(new),
                     )

@@ -41,6 +41,7 @@ from .frames import (
     frame_from_sse,
     parse_json,
     reader_cutoff,
+    replace_frame,
 )
 from .jsonrpc import JSONRPCMessage, RPCError, RPCKind, classify, envelope_error
 from .sse import DEFAULT_MAX_LINE, SSEEvent, SSEParser, parse_sse
@@ -78,6 +79,7 @@ __all__ = [
     "parse_json",
     "parse_sse",
     "reader_cutoff",
+    "replace_frame",
     "ws_frame",
     "ws_frame_from_message",
 ]

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import msgspec
+import msgspec.structs
 
 from .errors import DecodeError, DecodeErrorKind, WireDecodeError, excerpt_at
 from .sse import DEFAULT_MAX_LINE, SSEEvent
@@ -44,6 +44,7 @@ __all__ = [
     "error_frame",
     "event_json",
     "frame_from_sse",
+    "replace_frame",
     "loads",
     "parse_json",
     "reader_cutoff",
@@ -56,8 +57,7 @@ TRANSPORTS = ("sse", "ws", "body", "ndjson")
 DIRECTIONS = ("in", "out")
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class Frame:
+class Frame(msgspec.Struct, frozen=True, gc=False):
     """One frame of one exchange (see the module docstring).
 
     Attributes:
@@ -79,9 +79,12 @@ class Frame:
             value, so a JSON error position maps to an exact byte; None when
             ``text`` is contiguous from ``start``.
 
-    A value: never changed once made.  Not ``frozen`` only because a frozen
-    dataclass costs five times as much to build and every recorded event
-    is one frame (issue 18); it hashes and compares by value all the same.
+    A value: never changed once made; it hashes and compares by value.  A
+    frozen ``msgspec.Struct``, not a dataclass, because every recorded event
+    is one frame and a Struct is built in 72 ns where a slots dataclass takes
+    188 (issue 18); it never refers back to anything that refers to it, so
+    the cyclic GC need not track it (``gc=False``).  A changed copy:
+    :func:`replace_frame`.
     """
 
     exchange_index: int
@@ -97,6 +100,11 @@ class Frame:
     at: float = 0.0
     error: DecodeError | None = None
     data_offsets: tuple[int, ...] | None = None
+
+
+def replace_frame(frame: Frame, **changes: Any) -> Frame:
+    """A copy of ``frame`` with ``changes`` (``dataclasses.replace`` for a Frame)."""
+    return msgspec.structs.replace(frame, **changes)
 
 
 class DoneType:

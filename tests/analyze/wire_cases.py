@@ -9,7 +9,7 @@ history route's scope comes from the profile, not from the test.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from chatkit_trace.analyze import analyze
 from chatkit_trace.route import IdentityTracker, apply_match, load_profile
 from chatkit_trace.route.identity import body_is_output, resolve_from_frames, resolve_from_response
 from chatkit_trace.trace import Exchange, frames_from_body
-from chatkit_trace.wire import body_frame
+from chatkit_trace.wire import body_frame, replace_frame
 
 CAPTURES = Path(__file__).resolve().parents[2] / "recordings" / "captures"
 
@@ -61,7 +61,7 @@ def build(calls: list[Call], protocol: str) -> tuple[list[Exchange], Any]:
             data = c.raw if c.raw is not None else sse_bytes(c.sse or [])
             frames = frames_from_body(data, i, transport="sse", at=c.t + c.spacing, spacing=c.spacing)
             if c.times is not None:
-                frames = [replace(f, at=at) for f, at in zip(frames, c.times, strict=False)]
+                frames = [replace_frame(f, at=at) for f, at in zip(frames, c.times, strict=False)]
             ex.frames, ex.transport, ex.end = frames, "sse", c.end
             ex.response_headers = [("content-type", "text/event-stream")]
             ex.ended_at = (frames[-1].at if frames else c.t) + 0.001

@@ -10,6 +10,7 @@ from chatkit_trace.analyze import analyze
 from chatkit_trace.derive import Deriver
 from chatkit_trace.examples.my_protocol import MyProtocol
 from chatkit_trace.store import TraceStore
+from chatkit_trace.wire import replace_frame
 
 from ..analyze.corpus import CORPUS, load_case
 from ..store.test_store import make_exchange
@@ -26,12 +27,10 @@ def _several_sessions(path):
         _, exchanges, adapter = load_case(CORPUS / f"{name}.json")
         for ex in exchanges:
             ex.session_id = f"{ex.session_id}-{n}"
-            for f in ex.frames:
-                object.__setattr__(f, "exchange_index", index)
             ex.index = index
             ex.started_at += n * 100
             ex.ended_at = (ex.ended_at or ex.started_at) + n * 100
-            ex.frames = [type(f)(**{**{k: getattr(f, k) for k in f.__slots__}, "at": f.at + n * 100}) for f in ex.frames]
+            ex.frames = [replace_frame(f, exchange_index=index, at=f.at + n * 100) for f in ex.frames]
             index += 1
             store.add_exchange(ex)
             all_exchanges.append(ex)

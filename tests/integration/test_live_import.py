@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from hypothesis import strategies as st
 from chatkit_trace.capture.importer import import_file
 from chatkit_trace.loading import open_trace
 from chatkit_trace.store import TraceStore
+from chatkit_trace.wire import replace_frame
 
 from .conftest import stopped_store
 from .proxy import REPO, mitmdump
@@ -336,7 +336,7 @@ def with_the_files_times(want: Path, imported: Path) -> None:
         for ex in src.exchanges():
             times = {f.index: f.at for f in src.frames(ex.index)}
             dst.update_exchange(ex.index, started_at=ex.started_at, ended_at=ex.ended_at)
-            frames = [replace(f, at=times.get(f.index, f.at)) for f in dst.frames(ex.index)]
+            frames = [replace_frame(f, at=times.get(f.index, f.at)) for f in dst.frames(ex.index)]
             dst.delete_frames(ex.index)
             dst.add_frames(frames)
         dst.commit()
