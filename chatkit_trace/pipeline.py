@@ -598,99 +598,120 @@ class Replayer:
     # -- frames ---------------------------------------------------------------------
 
     def frame(self, exchange: Exchange, frame: Frame) -> None:
-        # long-function: one frame through the adapter and the Core in replay order (decode, admit, record)
-        rec = self.out.exchanges[exchange.index]
-        if exchange.capability == "subscribe":
-            self._socket_frame(exchange, frame, rec)
-            return
-        # No lists of its own until the frame has facts: two fewer objects per
-        # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
-        fr = FrameRecord(
-            exchange.index, frame.index, "admitted", rec.session_id, rec.run_id, _NONE, _NONE, None, False, None, False,
-            None, frame.at, (), frame.event_id,
-        )
-        rec.frames.append(fr)
-        self.out.frames.append(fr)
+        """One frame through the adapter and the Core (:meth:`frames` of one)."""
+        self.frames(exchange, (frame,))
+
+    def frames(self, exchange: Exchange, frames: Iterable[Frame]) -> None:
+        """Frames of one exchange, one after the other, through the adapter and
+        the Core: what stays the same from frame to frame (the exchange's
+        record, capability, session, run, the adapter's functions) is read
+        once (issue 18)."""
+        # long-function: each frame through the adapter and the Core in replay order (decode, admit, record)
+        index = exchange.index
+        rec = self.out.exchanges[index]
         cap = exchange.capability
-        if cap is None:
-            fr.state = "ignored"
+        if cap == "subscribe":
+            for frame in frames:
+                self._socket_frame(exchange, frame, rec)
             return
-        if frame.direction == "out":
-            fr.state = "outgoing"
-            return
-        s = self.out.sessions.get(exchange.session_id or DEFAULT_SESSION) or self.session(exchange.session_id)
-        stopped = rec.reader_stop is not None
-        if frame.error is not None and frame.error.stops_reader:
-            _reader_error(rec, fr, frame, frame.error, stopped, lost=True)
-            return
-        value, err = event_json(frame)
-        if err is not None:
-            _reader_error(rec, fr, frame, err, stopped)
-            return
-        if frame.error is not None:
-            fr.error = frame.error  # e.g. invalid UTF-8 that JSON still parsed
-        if cap not in STREAMING:
-            fr.state = "empty"
-            return
-        run_id = rec.run_id or exchange.run_id or f"x{exchange.index}"
-        identity = None
-        if self._has_identity and value is not DONE:  # _identity, inlined: once per frame
-            try:
-                identity = self._identify_event(value)
-            except Exception:  # noqa: BLE001 - as _identity: an event that names nothing
-                identity = None
-        fr.identity = identity
-        if fr.event_id is None and identity is not None and identity.event_id and exchange.transport == "ws":
-            fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
-        fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
-        if identity is not None and identity.session_id is not None and identity.session_id != s.session_id and not stopped:
-            # An event of another session on this run's stream (e.g. an A2A
-            # contextId that differs): decoded apart, so it cannot disturb this
-            # run's decode state, and rejected wrong-session by the Core (R11.5).
-            fr.state = "wrong-session"
-            foreign = self._foreign_decoder(identity.session_id).decode(
-                value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{exchange.index}:{frame.index}"
+        record, record_all = rec.frames.append, self.out.frames.append
+        session_id, rec_session, rec_run = exchange.session_id, rec.session_id, rec.run_id
+        streaming = cap in STREAMING
+        run_id = rec_run or exchange.run_id or f"x{index}"
+        identify = self._identify_event if self._has_identity else None
+        event_limits = self._event_limits if self._has_limits else None
+        on_ws = exchange.transport == "ws"
+        admit = self.admit
+        s: SessionReplay | None = None
+        for frame in frames:
+            # No lists of its own until the frame has facts: two fewer objects per
+            # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
+            fr = FrameRecord(
+                index, frame.index, "admitted", rec_session, rec_run, _NONE, _NONE, None, False, None, False,
+                None, frame.at, (), frame.event_id,
             )
-            if foreign.facts:
-                fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=identity.session_id) for fact in foreign.facts]
-            return
-        event_id = fr.event_id
-        decoded = s.decoder.decode_frame(
-            value, run_id, event_id, f"{exchange.index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
-        )
-        if stopped:
-            fr.state = "after-" + rec.reader_stop[0]  # type: ignore[index]  # stopped: the reader stop is set
-            if decoded.facts:
-                fr.shadow = list(decoded.facts)
-            return
-        if decoded.duplicate:
-            fr.state = "duplicate"
-            return
-        if decoded.error is not None:
-            fr.state = "error"
-            fr.error = decoded.error
-            rec.reader_stop = ("error", frame.index)
-            return
-        if not decoded.updates and value is not DONE and not self._known(value):
-            fr.unknown = True
-            fr.event_type = _event_type(value)
-        if self._has_limits and value is not DONE:  # _limits, inlined: once per frame
-            try:
-                limits = self._event_limits(value)
-                fr.limits = limits if type(limits) is tuple else tuple(limits or ())
-            except Exception:  # noqa: BLE001 - as _limits: no limits
-                pass
-        facts = decoded.facts
-        if facts:
-            if len(facts) == 1:
-                fr.facts = [self.admit(s, facts[0], exchange.index, frame.index)]
-            else:
-                fr.facts = [self.admit(s, fact, exchange.index, frame.index) for fact in facts]
-        if decoded.terminal:
-            rec.reader_stop = ("terminal", frame.index)
-            rec.concluded = True
-        elif fr.end_marker and rec.end_marker_frame is None:
-            rec.end_marker_frame = frame.index
+            record(fr)
+            record_all(fr)
+            if cap is None:
+                fr.state = "ignored"
+                continue
+            if frame.direction == "out":
+                fr.state = "outgoing"
+                continue
+            if s is None:
+                s = self.out.sessions.get(session_id or DEFAULT_SESSION) or self.session(session_id)
+            stopped = rec.reader_stop is not None
+            error = frame.error
+            if error is not None and error.stops_reader:
+                _reader_error(rec, fr, frame, error, stopped, lost=True)
+                continue
+            value, err = event_json(frame)
+            if err is not None:
+                _reader_error(rec, fr, frame, err, stopped)
+                continue
+            if error is not None:
+                fr.error = error  # e.g. invalid UTF-8 that JSON still parsed
+            if not streaming:
+                fr.state = "empty"
+                continue
+            identity = None
+            if identify is not None and value is not DONE:  # _identity, inlined: once per frame
+                try:
+                    identity = identify(value)
+                except Exception:  # noqa: BLE001 - as _identity: an event that names nothing
+                    identity = None
+            fr.identity = identity
+            if fr.event_id is None and identity is not None and identity.event_id and on_ws:
+                fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
+            fr.end_marker = value is DONE or (identity is not None and identity.ends_response)
+            if identity is not None and identity.session_id is not None and identity.session_id != s.session_id and not stopped:
+                # An event of another session on this run's stream (e.g. an A2A
+                # contextId that differs): decoded apart, so it cannot disturb this
+                # run's decode state, and rejected wrong-session by the Core (R11.5).
+                fr.state = "wrong-session"
+                foreign = self._foreign_decoder(identity.session_id).decode(
+                    value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{index}:{frame.index}"
+                )
+                if foreign.facts:
+                    fr.facts = [admit(s, fact, index, frame.index, session_id=identity.session_id) for fact in foreign.facts]
+                continue
+            event_id = fr.event_id
+            decoded = s.decoder.decode_frame(
+                value, run_id, event_id, f"{index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
+            )
+            if stopped:
+                fr.state = "after-" + rec.reader_stop[0]  # type: ignore[index]  # stopped: the reader stop is set
+                if decoded.facts:
+                    fr.shadow = list(decoded.facts)
+                continue
+            if decoded.duplicate:
+                fr.state = "duplicate"
+                continue
+            if decoded.error is not None:
+                fr.state = "error"
+                fr.error = decoded.error
+                rec.reader_stop = ("error", frame.index)
+                continue
+            if not decoded.updates and value is not DONE and not self._known(value):
+                fr.unknown = True
+                fr.event_type = _event_type(value)
+            if event_limits is not None and value is not DONE:  # _limits, inlined: once per frame
+                try:
+                    limits = event_limits(value)
+                    fr.limits = limits if type(limits) is tuple else tuple(limits or ())
+                except Exception:  # noqa: BLE001 - as _limits: no limits
+                    pass
+            facts = decoded.facts
+            if facts:
+                if len(facts) == 1:
+                    fr.facts = [admit(s, facts[0], index, frame.index)]
+                else:
+                    fr.facts = [admit(s, fact, index, frame.index) for fact in facts]
+            if decoded.terminal:
+                rec.reader_stop = ("terminal", frame.index)
+                rec.concluded = True
+            elif fr.end_marker and rec.end_marker_frame is None:
+                rec.end_marker_frame = frame.index
 
     # -- subscriptions and sockets ------------------------------------------------------
 
@@ -1190,15 +1211,14 @@ def replay(
     share (a trace analysed one session at a time).
     """
     r = Replayer(adapter, capabilities, only=only)
-    start, frame, end = r.start, r.frame, r.end
+    start, frame, frames, end = r.start, r.frame, r.frames, r.end
     with paused_gc():
         sequential = _one_after_another(exchanges) if observe is None else None
         if sequential is not None:
             # Each exchange's events in a row: no event list to build and sort.
             for ex in sequential:
                 start(ex)
-                for f in ex.frames:
-                    frame(ex, f)
+                frames(ex, ex.frames)
                 end(ex)
             return r.finish()
         for _, _, kind, _, ex, fr in _events(exchanges):
