@@ -166,11 +166,24 @@ class _Answer:
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        self.messages: dict[str, tuple[str, list[Any]]] = {}  # id -> (role, parts)
+        self._messages: dict[str, tuple[str, list[Any]]] = {}  # id -> (role, parts)
+        #: deltas to one text part not yet in it: (message id, part id, index, chunks)
+        self._growing: tuple[str, str, int, list[str]] | None = None
         self.tools: dict[str, str] = {}  # toolCallId -> message id
         self.args: dict[str, str] = {}  # toolCallId -> argument text so far
         self.last_text: str | None = None  # the message a TEXT_MESSAGE_CHUNK without id continues
         self.last_reasoning: str | None = None
+
+    @property
+    def messages(self) -> dict[str, tuple[str, list[Any]]]:
+        """id -> (role, parts), with the growing part's deltas written (:meth:`text`)."""
+        growing = self._growing
+        if growing is not None:
+            self._growing = None
+            mid, _, i, chunks = growing
+            parts = self._messages[mid][1]
+            parts[i] = parts[i].extend(chunks)
+        return self._messages
 
     def message(self, mid: str) -> MessageUpdate:
         role, parts = self.messages[mid]
@@ -182,18 +195,31 @@ class _Answer:
         return self.messages[mid][1]
 
     def text(self, mid: str, part_id: str, kind: type[Any], delta: str, role: str = "assistant") -> list[ProtocolUpdate]:
-        entry = self.messages.get(mid)  # open(), inlined: once per text event
+        growing = self._growing
+        if growing is not None and growing[1] == part_id and growing[0] == mid:
+            # The part the last delta grew: this one joins its chunks, written
+            # into the part when the messages are read (one new part, not one per delta).
+            if not delta:
+                return []
+            growing[3].append(delta)
+            return [DeltaUpdate(mid, part_id, delta)]
+        messages = self.messages
+        entry = messages.get(mid)  # open(), inlined: once per text event
         if entry is None:
-            entry = self.messages[mid] = (role, [])
+            entry = messages[mid] = (role, [])
         parts = entry[1]
         for i in range(len(parts) - 1, -1, -1):  # part ids are unique: the streaming part is usually the last
             p = parts[i]
             if p.id == part_id:
                 if not delta:
                     return []
-                # frozen: replace, never mutate (R13.1); append is O(1) where
-                # rebuilding from p.text + delta copied the whole text per delta
-                parts[i] = p.append(delta) if type(p) is kind and not p.extra else kind(part_id, p.text + delta)
+                # frozen: replace, never mutate (R13.1); the chunks are appended
+                # to the part's buffer (O(1) each), where rebuilding from
+                # p.text + delta copied the whole text per delta
+                if type(p) is kind and not p.extra:
+                    self._growing = (mid, part_id, i, [delta])
+                else:
+                    parts[i] = kind(part_id, p.text + delta)
                 return [DeltaUpdate(mid, part_id, delta)]
         parts.append(kind(part_id, delta))
         return [self.message(mid)]
@@ -286,8 +312,12 @@ class AGUIProtocol(AdapterProtocol):
             if not isinstance(mid, str) or not mid:
                 return []
             answer.last_text = mid
-            role = _ROLES.get(str(event.get("role") or "assistant"), "assistant")
-            return answer.text(mid, "text", TextPart, str(event.get("delta") or ""), role)
+            delta = event.get("delta")
+            if type(delta) is not str:
+                delta = str(delta or "")
+            role = event.get("role")  # a str from JSON: read as str(role) was
+            role = _ROLES.get(role if type(role) is str and role else str(role or "assistant"), "assistant")
+            return answer.text(mid, "text", TextPart, delta, role)
         if kind in ("REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK"):
             mid = event.get("messageId") or answer.last_reasoning
             if not isinstance(mid, str) or not mid:

@@ -178,6 +178,28 @@ class _TextLike:
         self._joined = None
         return p
 
+    def extend(self, chunks: list[Any]) -> Any:
+        """What :meth:`append` of each of ``chunks`` in turn gives (the same
+        text, chunks and shared buffer), made as one new part."""
+        if not chunks:
+            return self
+        buf = self._buf
+        n = self._n
+        if n == len(buf):
+            buf.extend(chunks)  # we are the newest version: share the buffer
+        else:
+            buf = buf[:n] + chunks  # an older version grows a branch: copy once
+        p = object.__new__(type(self))
+        p._id = self._id
+        p._buf = buf
+        p._n = n + len(chunks)
+        p._joined = None
+        p._extra = self._extra
+        size = self._size
+        p._size = size + sum(len(c) for c in chunks) if size >= 0 and all(type(c) is str for c in chunks) else -1
+        self._joined = None  # superseded (as in append)
+        return p
+
     def with_text(self, text: str) -> Any:
         return type(self)(self._id, text, self._extra)
 

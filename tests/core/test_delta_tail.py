@@ -92,3 +92,27 @@ def test_a_delta_kept_back_is_still_checked_against_its_message_run():
     assert core.emit_delta(run_id="r1", event_id="d3", message_id="a", part_id="text:0", delta=1).reason.value == "invalid-transition"  # type: ignore[arg-type]
     assert core.emit_delta(run_id="r1", event_id="d4", message_id="a", part_id="text:0", delta="").reason.value == "no-change"
     assert core.snapshot.messages[-1].parts[0].text == "hi!"
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.lists(st.text(max_size=3), max_size=6), st.integers(0, 6), st.lists(st.text(max_size=3), max_size=6))
+def test_extend_is_append_of_each_chunk(first, older, chunks):
+    """An adapter's growing part is written with extend: the same part the appends
+    gave, from the newest version of a text or from an older one (a branch)."""
+
+    def history() -> list[TextPart]:
+        versions = [TextPart("t", "x")]
+        for c in first:
+            versions.append(versions[-1].append(c))
+        return versions
+
+    a, b = history(), history()
+    k = min(older, len(a) - 1)
+    appended = a[k]
+    for c in chunks:
+        appended = appended.append(c)
+    extended = b[k].extend(list(chunks))
+    assert extended == appended
+    assert (extended.text, extended.chunk_count, extended.text_length) == (appended.text, appended.chunk_count, appended.text_length)
+    # the versions the branch started from keep their text
+    assert [v.text for v in b] == ["x" + "".join(first[:j]) for j in range(len(b))]
