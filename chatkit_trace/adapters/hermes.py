@@ -213,10 +213,23 @@ class _Answer:
 
     def __init__(self, message_id: str, run_id: str | None, key: str) -> None:
         self.message_id, self.run_id, self.key = message_id, run_id, key
-        self.parts: list[Any] = []
+        self._parts: list[Any] = []
+        #: deltas to the current segment's text part not yet in it:
+        #: (segment, part id, index, chunks), written when the parts are read
+        self._growing: tuple[int, str, int, list[str]] | None = None
         self.seg = 0  # text segment = tool calls so far
         self.tools = 0
         self.after_tool = False  # the current segment's first text is still to come
+
+    @property
+    def parts(self) -> list[Any]:
+        """The answer's parts, with the growing text part's deltas written (:meth:`delta`)."""
+        growing = self._growing
+        if growing is not None:
+            self._growing = None
+            _, _, i, chunks = growing
+            self._parts[i] = self._parts[i].extend(chunks)
+        return self._parts
 
     def _find(self, pid: str) -> int:
         for i, p in enumerate(self.parts):
@@ -236,10 +249,16 @@ class _Answer:
 
     def delta(self, text: str) -> tuple[str | None, bool]:
         """Append streamed text: (part id or None, whether the part is new)."""
+        growing = self._growing
+        if growing is not None and growing[0] == self.seg:
+            # The part the last delta grew: the text joins its chunks, written
+            # into the part when the parts are read (one new part, not one per delta).
+            growing[3].append(text)
+            return growing[1], False
         pid = f"text:{self.seg}"
         i = self._find(pid)
         if i >= 0:
-            self.parts[i] = self.parts[i].append(text)
+            self._growing = (self.seg, pid, i, [text])
             return pid, False
         if self.after_tool and text.startswith("\n\n"):
             text = text[2:]  # Hermes' turn separator (module docstring)
