@@ -323,10 +323,25 @@ class _Book:
     def __init__(self) -> None:
         self.parts: dict[Any, list[tuple[str, Any]]] = {}
         self.info: dict[Any, tuple[str, Any]] = {}
-        self.built: dict[Any, RuntimeMessage] = {}
+        self._built: dict[Any, RuntimeMessage] = {}
+        #: text chunks appended to a built message's last part, not yet in it:
+        #: (message id, run id, kind, chunks, part id), written when ``built`` is read
+        self._growing: tuple[Any, str, str, list[str], str] | None = None
         self.calls: dict[str, Any] = {}  # tool call id -> message id
         self.results: dict[str, Any] = {}
         self.order: list[Any] = []
+
+    @property
+    def built(self) -> dict[Any, RuntimeMessage]:
+        """The messages as last sent, by id, with the growing text's chunks
+        written (:meth:`_append_text`)."""
+        growing = self._growing
+        if growing is not None:
+            self._growing = None
+            mid, chunks = growing[0], growing[3]
+            prev = self._built[mid]
+            self._built[mid] = prev.with_parts(prev.parts[:-1] + (prev.parts[-1].extend(chunks),))  # type: ignore[union-attr]  # a text part: _append_text checked it
+        return self._built
 
     def _build(self, mid: Any, run_id: str) -> RuntimeMessage:
         role, meta = self.info[mid]
@@ -396,7 +411,19 @@ class _Book:
         """The streaming fast path: text chunks appended to an artifact whose
         last segment is text of the same kind grow that segment by a delta in
         O(chunk), instead of rebuilding every segment (which made a long
-        answer quadratic).  Gives exactly what :func:`_segments` would."""
+        answer quadratic).  Gives exactly what :func:`_segments` would.
+
+        Consecutive chunks to the same message's text are kept as chunks and
+        written into its last part when ``built`` is read (one new part and
+        message, not one per chunk)."""
+        growing = self._growing
+        if growing is not None and growing[0] == mid and growing[1] == run_id and len(new) == 1 and new[0][0] == growing[2]:
+            old.extend(new)  # this book's own list: appended in place
+            delta = new[0][1]
+            if delta:
+                growing[3].append(delta)
+                out.append(DeltaUpdate(mid, growing[4], delta))
+            return True
         kind = old[-1][0]
         prev = self.built.get(mid)
         if (
@@ -417,12 +444,15 @@ class _Book:
         old.extend(new)  # this book's own list: appended in place
         if not delta:
             return True
+        if prev.run_id == run_id and prev.created_at is None and not prev.extra:
+            # the same fields, nothing to freeze again: the chunk waits in _growing
+            part_id = prev.parts[-1].id
+            self._growing = (mid, run_id, kind, [delta], part_id)
+            out.append(DeltaUpdate(mid, part_id, delta))
+            return True
         last = prev.parts[-1].append(delta)  # type: ignore[union-attr]  # checked above: the last part is a text part of this kind
         parts = prev.parts[:-1] + (last,)
-        if prev.run_id == run_id and prev.created_at is None and not prev.extra:
-            self.built[mid] = prev.with_parts(parts)  # the same fields, nothing to freeze again
-        else:
-            self.built[mid] = RuntimeMessage(prev.id, prev.role, parts, run_id=run_id, metadata=prev.metadata)
+        self.built[mid] = RuntimeMessage(prev.id, prev.role, parts, run_id=run_id, metadata=prev.metadata)
         out.append(DeltaUpdate(mid, last.id, delta))
         return True
 
