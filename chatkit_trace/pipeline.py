@@ -91,7 +91,7 @@ _SETTLING = frozenset({"completed", "failed", "interrupted"})
 _NONE: tuple[()] = ()
 
 
-class FactRecord(msgspec.Struct):
+class FactRecord(msgspec.Struct, gc=False):
     """One fact and what the Core did with it."""
 
     seq: int
@@ -102,7 +102,7 @@ class FactRecord(msgspec.Struct):
     snapshot_version: int
 
 
-class FrameRecord(msgspec.Struct):
+class FrameRecord(msgspec.Struct, gc=False):
     """What became of one frame.
 
     ``state`` is one of ``admitted`` (decoded and its facts admitted),
