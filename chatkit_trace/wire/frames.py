@@ -170,8 +170,45 @@ def sse_frames(data: bytes, exchange_index: int, at: float, spacing: float) -> l
     if not data or data[0] == 0xEF or b"\r" in data or not data.endswith(b"\n\n"):
         return None
     if data.isascii():  # byte offsets are character offsets: split the text, one slice per event
-        return _simple_sse_frames(data.decode("ascii").split("\n\n"), "data:", "data: ", "\n", False, exchange_index, at, spacing)
+        text = data.decode("ascii")
+        if text.startswith("data: "):
+            frames = _spaced_data_frames(text[6:-2].split("\n\ndata: "), "\n", False, exchange_index, at, spacing)
+            if frames is not None:
+                return frames
+        return _simple_sse_frames(text.split("\n\n"), "data:", "data: ", "\n", False, exchange_index, at, spacing)
+    if data.startswith(b"data: "):
+        frames = _spaced_data_frames(data[6:-2].split(b"\n\ndata: "), b"\n", True, exchange_index, at, spacing)
+        if frames is not None:
+            return frames
     return _simple_sse_frames(data.split(b"\n\n"), b"data:", b"data: ", b"\n", True, exchange_index, at, spacing)
+
+
+def _spaced_data_frames(
+    values: list[Any], newline: Any, decode: bool, exchange_index: int, at: float, spacing: float
+) -> list[Frame] | None:
+    """:func:`sse_frames` of a body whose every block is ``data: `` and one
+    line: ``values`` is the body without its first ``data: `` and last blank
+    line, split at each blank line followed by ``data: `` (so each value is an
+    event's data, with no prefix to check and cut).  None when a value holds
+    a line end: a block of another shape was not split off (the general path
+    decides)."""
+    out: list[Frame] = []
+    add = out.append
+    pos = 0
+    i = 0
+    for text in values:
+        n = len(text) + 6  # the block: "data: " and the value
+        if n > DEFAULT_MAX_LINE or newline in text:
+            return None
+        if decode:
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        add(Frame(exchange_index, i, "sse", "in", text, None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + 6,)))
+        pos += n + 2
+        i += 1
+    return out
 
 
 def _simple_sse_frames(

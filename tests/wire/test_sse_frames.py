@@ -72,3 +72,25 @@ def test_non_ascii_bodies_keep_byte_offsets() -> None:
     frames = sse_frames(data, 3, 5.0, 0.25)
     assert frames is not None and frames[1].start == len('data: {"a": "é"}\n\n'.encode())
     assert frames == parsed(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8), min_size=1, max_size=10))
+def test_a_body_of_spaced_data_lines_only_is_taken_whole(values: list[str]) -> None:
+    """The commonest body (every block ``data: `` and one line) takes the
+    split-at-``\\n\\ndata: `` path: the parser's frames, never None."""
+    data = "".join(f"data: {v}\n\n" for v in values).encode()
+    fast = sse_frames(data, 3, 5.0, 0.25)
+    assert fast is not None and fast == parsed(data)
+
+
+def test_a_block_of_another_shape_among_spaced_data_lines_goes_the_general_way() -> None:
+    for data in (
+        b"data: a\n\ndata:b\n\ndata: c\n\n",  # no space after the colon: taken, by the general path
+        b"data: a\n\nid: 1\ndata: b\n\n",  # another field: declined
+        b"data: a\n\ndata: b\ndata: c\n\n",  # two data lines: declined
+        b"data: a\n\n: ping\n\ndata: b\n\n",  # a comment block: declined
+    ):
+        fast = sse_frames(data, 3, 5.0, 0.25)
+        assert fast is None or fast == parsed(data), data
+    assert sse_frames(b"data: a\n\ndata:b\n\ndata: c\n\n", 3, 5.0, 0.25) is not None
