@@ -14,6 +14,21 @@ once; cycles made meanwhile wait until the pause ends.
 Process-wide (the collector is), nesting- and thread-safe: the collector is
 switched back on when the last pause ends, and only if it was on before the
 first began.
+
+When a pause that built many objects (:data:`UNWALKED_FROM` or more, e.g. the
+replay of one long stream) ends, they are moved into the oldest generation as
+they are (``gc.freeze()`` then ``gc.unfreeze()``: two list moves, no walk).
+Otherwise the first allocation after the pause starts a young collection
+that walks every one of them, all alive (a replay's facts and lists: 9-16%
+of ``bench/decode_throughput.py``'s time), and then again as they age.  The
+price: cycles made during such a pause are found by the next full collection
+instead of the next young one, and the collector does not count the moved
+objects towards its next full collection.  So small pauses (a session of a
+few hundred frames, what ``check`` makes one after the other) keep the
+plain path, where a process that checks again and again stays flat
+(decisions.md 199, 207).  A process that keeps objects frozen itself
+(``gc.get_freeze_count()`` not 0, e.g. before forking workers) is left as it
+is: unfreezing would undo its freeze.
 """
 
 from __future__ import annotations
@@ -23,7 +38,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["paused_gc"]
+__all__ = ["UNWALKED_FROM", "paused_gc"]
+
+#: A pause that leaves this many young objects or more hands them to the
+#: oldest generation unwalked (module docstring).
+UNWALKED_FROM = 20_000
 
 _lock = threading.Lock()
 _depth = 0
@@ -44,4 +63,7 @@ def paused_gc() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _was_enabled:
+                if gc.get_count()[0] >= UNWALKED_FROM and gc.get_freeze_count() == 0:
+                    gc.freeze()  # the pause's objects to the oldest generation, unwalked
+                    gc.unfreeze()
                 gc.enable()
