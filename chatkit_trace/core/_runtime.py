@@ -183,15 +183,14 @@ class _Tail:
     A streaming answer is one delta after another to the same part.  Writing
     each into the persistent message list costs a new part, a new message and
     a copied block per delta, and nobody reads the versions in between unless
-    a snapshot is taken.  So consecutive accepted deltas to one part only
-    append to the part's chunk buffer here (the buffer the part's later
-    versions share anyway, see ``_TextLike.append``), and the part, its
-    message and the list are written when anything reads the message list
-    (:attr:`ChatCore._messages`).  What is read is the same as if every delta
-    had been written at once (issue 18).
+    a snapshot is taken.  So consecutive accepted deltas to one part are only
+    collected here, and the part (``_TextLike.extend``: what appending each
+    delta would give), its message and the list are written when anything
+    reads the message list (:attr:`ChatCore._messages`).  What is read is the
+    same as if every delta had been written at once (issue 18).
     """
 
-    __slots__ = ("pos", "msg", "i", "message_id", "part_id", "part", "buf", "n", "size")
+    __slots__ = ("pos", "msg", "i", "message_id", "part_id", "part", "chunks")
 
     def __init__(self, pos: int, msg: RuntimeMessage, i: int, part: Any, delta: str) -> None:
         self.pos = pos  #: the message's position in the list
@@ -200,35 +199,13 @@ class _Tail:
         self.message_id = msg.id
         self.part_id = part.id
         self.part = part
-        buf, n = part._buf, part._n
-        if n != len(buf):
-            buf = buf[:n]  # an older version grows a branch: copy once (as append does)
-        part._joined = None  # superseded: its joined text is dropped (as append does)
-        buf.append(delta)
-        self.buf = buf
-        self.n = n + 1
-        size = part._size
-        self.size = size + len(delta) if size >= 0 else -1
-
-    def add(self, delta: str) -> None:
-        self.buf.append(delta)
-        self.n += 1
-        if self.size >= 0:
-            self.size += len(delta)
+        self.chunks = [delta]
 
     def written(self, messages: PVec[RuntimeMessage]) -> PVec[RuntimeMessage]:
         """``messages`` with the part's text as the deltas left it."""
-        old = self.part
-        new = object.__new__(type(old))
-        new._id = old._id
-        new._buf = self.buf
-        new._n = self.n
-        new._joined = None
-        new._extra = old._extra
-        new._size = self.size
         parts = self.msg.parts
         i = self.i
-        return messages.set(self.pos, self.msg.with_parts(parts[:i] + (new,) + parts[i + 1 :]))
+        return messages.set(self.pos, self.msg.with_parts(parts[:i] + (self.part.extend(self.chunks),) + parts[i + 1 :]))
 
 
 class _Run:
@@ -591,7 +568,7 @@ class ChatCore:
                 return rejected(R.INVALID_TRANSITION, "delta must be a string")
             if not delta:
                 return _REJ_NO_CHANGE
-            tail.add(delta)
+            tail.chunks.append(delta)
         else:
             pos = self._index.get(message_id)
             if pos is None:
