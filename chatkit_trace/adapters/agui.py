@@ -312,12 +312,8 @@ class AGUIProtocol(AdapterProtocol):
             if not isinstance(mid, str) or not mid:
                 return []
             answer.last_text = mid
-            delta = event.get("delta")
-            if type(delta) is not str:
-                delta = str(delta or "")
-            role = event.get("role")  # a str from JSON: read as str(role) was
-            role = _ROLES.get(role if type(role) is str and role else str(role or "assistant"), "assistant")
-            return answer.text(mid, "text", TextPart, delta, role)
+            role = _ROLES.get(str(event.get("role") or "assistant"), "assistant")
+            return answer.text(mid, "text", TextPart, str(event.get("delta") or ""), role)
         if kind in ("REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK"):
             mid = event.get("messageId") or answer.last_reasoning
             if not isinstance(mid, str) or not mid:
