@@ -618,8 +618,7 @@ class Replayer:
         session_id, rec_session, rec_run = exchange.session_id, rec.session_id, rec.run_id
         streaming = cap in STREAMING
         run_id = rec_run or exchange.run_id or f"x{index}"
-        identify = self._identify_event if self._has_identity else None
-        event_limits = self._event_limits if self._has_limits else None
+        has_identity, has_limits = self._has_identity, self._has_limits
         on_ws = exchange.transport == "ws"
         admit = self.admit
         s: SessionReplay | None = None
@@ -654,12 +653,7 @@ class Replayer:
             if not streaming:
                 fr.state = "empty"
                 continue
-            identity = None
-            if identify is not None and value is not DONE:  # _identity, inlined: once per frame
-                try:
-                    identity = identify(value)
-                except Exception:  # noqa: BLE001 - as _identity: an event that names nothing
-                    identity = None
+            identity = self._identity(value) if has_identity else None
             fr.identity = identity
             if fr.event_id is None and identity is not None and identity.event_id and on_ws:
                 fr.event_id = identity.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
@@ -695,12 +689,8 @@ class Replayer:
             if not decoded.updates and value is not DONE and not self._known(value):
                 fr.unknown = True
                 fr.event_type = _event_type(value)
-            if event_limits is not None and value is not DONE:  # _limits, inlined: once per frame
-                try:
-                    limits = event_limits(value)
-                    fr.limits = limits if type(limits) is tuple else tuple(limits or ())
-                except Exception:  # noqa: BLE001 - as _limits: no limits
-                    pass
+            if has_limits:
+                fr.limits = self._limits(value)
             facts = decoded.facts
             if facts:
                 if len(facts) == 1:
@@ -861,7 +851,8 @@ class Replayer:
         if value is DONE:
             return ()
         try:
-            return tuple(self._event_limits(value) or ())
+            limits = self._event_limits(value)
+            return limits if type(limits) is tuple else tuple(limits or ())
         except Exception:  # noqa: BLE001
             return ()
 
