@@ -169,65 +169,54 @@ def sse_frames(data: bytes, exchange_index: int, at: float, spacing: float) -> l
     """
     if not data or data[0] == 0xEF or b"\r" in data or not data.endswith(b"\n\n"):
         return None
-    if data.isascii():  # byte offsets are character offsets: split the text, one slice per event
-        text = data.decode("ascii")
-        if text.startswith("data: "):
-            frames = _spaced_data_frames(text[6:-2].split("\n\ndata: "), "\n", False, exchange_index, at, spacing)
-            if frames is not None:
-                return frames
-        return _simple_sse_frames(text.split("\n\n"), "data:", "data: ", "\n", False, exchange_index, at, spacing)
-    if data.startswith(b"data: "):
-        frames = _spaced_data_frames(data[6:-2].split(b"\n\ndata: "), b"\n", True, exchange_index, at, spacing)
+    # An ASCII body is split as text (byte offsets are character offsets);
+    # any other as bytes, each event's data decoded as UTF-8.
+    body: Any = data.decode("ascii") if data.isascii() else data
+    decode = body is data
+    marks: tuple[Any, Any, Any, Any] = _BYTE_MARKS if decode else _TEXT_MARKS
+    blank, prefix, spaced, newline = marks
+    if body.startswith(spaced):
+        # Every block ``data: `` and one line, the commonest body: split at each
+        # blank line followed by ``data: ``, each piece is an event's data (no
+        # prefix to check and cut).  A block of another shape leaves a line end
+        # in a piece: then the blocks are split and read one by one.
+        frames = _simple_sse_frames(body[6:-2].split(blank + spaced), True, prefix, spaced, newline, decode, exchange_index, at, spacing)
         if frames is not None:
             return frames
-    return _simple_sse_frames(data.split(b"\n\n"), b"data:", b"data: ", b"\n", True, exchange_index, at, spacing)
+    blocks = body.split(blank)
+    blocks.pop()  # empty: the body ends with a blank line
+    return _simple_sse_frames(blocks, False, prefix, spaced, newline, decode, exchange_index, at, spacing)
 
 
-def _spaced_data_frames(
-    values: list[Any], newline: Any, decode: bool, exchange_index: int, at: float, spacing: float
-) -> list[Frame] | None:
-    """:func:`sse_frames` of a body whose every block is ``data: `` and one
-    line: ``values`` is the body without its first ``data: `` and last blank
-    line, split at each blank line followed by ``data: `` (so each value is an
-    event's data, with no prefix to check and cut).  None when a value holds
-    a line end: a block of another shape was not split off (the general path
-    decides)."""
-    out: list[Frame] = []
-    add = out.append
-    pos = 0
-    i = 0
-    for text in values:
-        n = len(text) + 6  # the block: "data: " and the value
-        if n > DEFAULT_MAX_LINE or newline in text:
-            return None
-        if decode:
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-        add(Frame(exchange_index, i, "sse", "in", text, None, None, None, pos, pos + n + 1, at + i * spacing, None, (pos + 6,)))
-        pos += n + 2
-        i += 1
-    return out
+_TEXT_MARKS = ("\n\n", "data:", "data: ", "\n")
+_BYTE_MARKS = (b"\n\n", b"data:", b"data: ", b"\n")
 
 
 def _simple_sse_frames(
-    blocks: list[Any], prefix: Any, spaced: Any, newline: Any, decode: bool, exchange_index: int, at: float, spacing: float
+    blocks: list[Any], values: bool, prefix: Any, spaced: Any, newline: Any, decode: bool,
+    exchange_index: int, at: float, spacing: float,
 ) -> list[Frame] | None:
-    """:func:`sse_frames` of a body split at its blank lines: ``blocks`` of
-    bytes (``decode``: each event's data decoded as UTF-8) or of the text of
-    an ASCII body, ``prefix``/``spaced``/``newline`` of the same type."""
-    blocks.pop()  # empty: the body ends with a blank line
+    """:func:`sse_frames` of a body split into its blocks (``values``: split
+    at ``\\n\\ndata: ``, so each block is already an event's data without its
+    ``data: ``): of bytes (``decode``: each event's data decoded as UTF-8) or
+    of the text of an ASCII body, ``prefix``/``spaced``/``newline`` of the
+    same type.  None when a block is not one ``data:`` line."""
     out: list[Frame] = []
     add = out.append
     pos = 0
     i = 0
     for block in blocks:
-        n = len(block)
-        if n > DEFAULT_MAX_LINE or not block.startswith(prefix) or newline in block:
-            return None
-        v = 6 if block.startswith(spaced) else 5  # one space after the colon is dropped
-        text = block[v:]
+        if values:
+            text, v = block, 6
+            n = len(block) + 6  # the block: "data: " and the value
+            if n > DEFAULT_MAX_LINE or newline in block:
+                return None
+        else:
+            n = len(block)
+            if n > DEFAULT_MAX_LINE or not block.startswith(prefix) or newline in block:
+                return None
+            v = 6 if block.startswith(spaced) else 5  # one space after the colon is dropped
+            text = block[v:]
         if decode:
             try:
                 text = text.decode("utf-8")
