@@ -637,8 +637,8 @@ class Replayer:
             if frame.direction == "out":
                 fr.state = "outgoing"
                 continue
-            if s is None:
-                s = self.out.sessions.get(session_id or DEFAULT_SESSION) or self.session(session_id)
+            if s is None:  # once per exchange (only when a frame needs it: no session for outgoing frames alone)
+                s = self.session(session_id)
             stopped = rec.reader_stop is not None
             error = frame.error
             if error is not None and error.stops_reader:
