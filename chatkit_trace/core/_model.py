@@ -89,6 +89,11 @@ class _TextLike:
 
     __slots__ = ("_id", "_buf", "_n", "_joined", "_extra", "_size")
     type: ClassVar[str]
+    #: the last superseded version's join: (its chunk buffer, its chunk count,
+    #: the text).  A buffer's first ``n`` chunks never change (it only grows;
+    #: a branch copies), and the entry keeps the buffer alive, so ``is``
+    #: identifies it.  Replaced as a whole (one assignment: thread-safe).
+    _superseded: ClassVar[tuple[Any, int, Any]] = (None, -1, None)
 
     def __init__(self, id: str, text: str = "", extra: Mapping[str, Any] = _EMPTY) -> None:
         self._id = id
@@ -128,7 +133,15 @@ class _TextLike:
                 # A superseded version (a newer one grew the buffer): joined for
                 # this read only, so versions kept by old facts never each hold
                 # their whole text (memory linear in a long answer, not quadratic).
-                joined = "".join(buf[: self._n])
+                # The last such join is remembered process-wide (one text): a
+                # reader that shows one old version reads it several times (the
+                # viewer's step: the snapshot pane, the fact, its brief).
+                n = self._n
+                last = _TextLike._superseded
+                if last[0] is buf and last[1] == n:
+                    return last[2]
+                joined = "".join(buf[:n])
+                _TextLike._superseded = (buf, n, joined)
         return joined
 
     def same_text(self, other: Any) -> bool:

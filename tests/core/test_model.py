@@ -7,6 +7,8 @@ import json
 import pickle
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatkit_trace.core import (
     ABSENT,
@@ -241,3 +243,30 @@ def test_parts_have_their_type_names():
     ]
     assert HistoryResult().to_json() == {"messages": [], "hasMore": False}
     assert RuntimeMessage("m", "user").to_json() == {"id": "m", "role": "user", "parts": []}
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.lists(st.text(max_size=3), max_size=3), st.booleans()),
+        max_size=40,
+    ),
+    st.lists(st.integers(0, 40), max_size=60),
+)
+def test_reading_versions_in_any_order_gives_each_its_own_text(steps, reads):
+    """Superseded versions are joined on read, and the last such join is
+    remembered: repeated reads, reads of other versions and branches in
+    between must never hand one version another's text."""
+    versions = [(TextPart("t", "a"), "a")]
+    for pick, chunks, one_by_one in steps:
+        part, text = versions[pick % len(versions)]
+        if one_by_one:
+            for c in chunks:
+                part, text = part.append(c), text + c
+        else:
+            part, text = part.extend(chunks), text + "".join(chunks)
+        versions.append((part, text))
+        assert versions[pick % len(versions)][0].text == versions[pick % len(versions)][1]
+    for r in reads:
+        part, text = versions[r % len(versions)]
+        assert part.text == text
+        assert part.text == text  # read again: from the remembered join, still its own
