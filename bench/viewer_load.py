@@ -25,7 +25,9 @@ Each size is measured in a fresh subprocess (so peak RSS is its own), headless
 * ``jump end``: jump to the last row and wait for the snapshot there (the
   replay runs forward through the whole run once: incremental from then on);
 * ``step back``: 20 steps back from the end (served from checkpoints and cache),
-  each until its snapshot is shown and its screen update painted;
+  each until its snapshot is shown and its screen update painted; the slowest
+  of them, and how many full collections of the cyclic GC ran meanwhile (the
+  viewer defers them until the user is idle: decision 208);
 * the peak RSS of the process (everything: Python, SQLite's cache, Textual).
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -158,13 +161,27 @@ async def measure(path: Path) -> dict[str, float]:
             await pilot.pause(0.01)
         app.screen._on_timer_update()
         out["jump end"] = time.perf_counter() - t3
+        full: list[int] = []  # the cyclic GC's full collections during the steps
+
+        def seen(phase: str, info: dict[str, int]) -> None:
+            if phase == "start" and info["generation"] == 2:
+                full.append(1)
+
+        gc.callbacks.append(seen)
+        steps = []
         t4 = time.perf_counter()
         for _ in range(20):
+            t5 = time.perf_counter()
             view.action_move(-1)
             while not screen.settled:
                 await asyncio.sleep(0.001)
             app.screen._on_timer_update()  # each step's screen update counted (not left to the next step)
+            steps.append(time.perf_counter() - t5)
         out["step back x20"] = time.perf_counter() - t4
+        gc.callbacks.remove(seen)
+        out["slowest step ms"] = max(steps) * 1000
+        out["steps ms"] = [round(x * 1000, 1) for x in steps]
+        out["full gcs in steps"] = len(full)
         out["checkpoints"] = len(screen.replayer.checkpoints) if screen.replayer else 0
     out["rss peak MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
@@ -217,6 +234,8 @@ def main() -> int:
         "page down key ms",
         "jump to end s",
         "20 steps back s",
+        "slowest step ms",
+        "full GCs in steps",
         "rss peak MB",
     ]
     print("| " + " | ".join(cols) + " |")
@@ -233,6 +252,8 @@ def main() -> int:
             f"{r['page down key ms']:.1f}",
             f"{r['jump end']:.2f}",
             f"{r['step back x20']:.3f}",
+            f"{r['slowest step ms']:.1f}",
+            str(r["full gcs in steps"]),
             f"{r['rss peak MB']:.0f}",
         ]
         print("| " + " | ".join(vals) + " |")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.content import Content
@@ -26,12 +26,16 @@ from textual.worker import get_current_worker
 
 from .analysis import AUTO_LIMIT, analyse
 from .data import FindingInfo, RunInfo, TraceData
+from .idle_gc import IdleCollector
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
 from .render import esc, markup
 
 __all__ = ["Source", "ViewerApp", "open_source"]
 
 DARK, LIGHT = "textual-dark", "textual-light"
+
+#: how often the app asks whether a full garbage collection is due (decision 208)
+IDLE_GC_TICK = 0.25
 
 
 @dataclass
@@ -155,6 +159,8 @@ class ViewerApp(App[None]):
         self._reanalyse_timer: Any = None
         self.counts = {"frames": 0, "exchanges": 0}
         self.behind = 0  # frames the recorder's deriver has not derived yet
+        #: full garbage collections wait until the user is idle (decision 208)
+        self.collector = IdleCollector()
 
     @property
     def source_path(self) -> str:
@@ -179,6 +185,13 @@ class ViewerApp(App[None]):
         if self.poll_interval:
             self._data_version = self.data.data_version()
             self.set_interval(self.poll_interval, self.poll)
+        self.collector.install()
+        self.set_interval(IDLE_GC_TICK, self.collector.tick)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self.collector.touch()  # the user is busy: a full collection waits
+        await super().on_event(event)
 
     def _open_start_run(self) -> None:
         runs = self.data.runs()
@@ -428,4 +441,5 @@ class ViewerApp(App[None]):
         self.theme = LIGHT if self.theme != LIGHT else DARK
 
     def on_unmount(self) -> None:
+        self.collector.uninstall()
         self.data.close()

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from textual.content import Content
 
 from .data import FindingInfo, RunInfo, TraceData
+from .idle_gc import IdleCollector
 
 __all__ = ["ViewerHost"]
 
@@ -26,6 +27,7 @@ class ViewerHost(Protocol):
     export_dir: str | Path | None
     analysed: bool
     live: bool
+    collector: IdleCollector
 
     @property
     def source_path(self) -> str: ...

@@ -288,6 +288,7 @@ class RunScreen(Screen[None]):
     # -- the cursor ---------------------------------------------------------------------
 
     def on_cursor(self, index: int) -> None:
+        self.viewer.collector.touch()  # a step (key or not): a full collection waits
         view = self.query_one(TimelineView)
         row = view.get_row(index)
         if row is None:
