@@ -24,6 +24,8 @@ Each size is measured in a fresh subprocess (so peak RSS is its own), headless
   its snapshot is shown and the screen update painted (the pilot's waits left out);
 * ``jump end``: jump to the last row and wait for the snapshot there (the
   replay runs forward through the whole run once: incremental from then on);
+  then until the worker has filled in the moments behind it (a jump that
+  restored a state right before the end has none: ``fill_behind``);
 * ``step back``: 20 steps back from the end (served from checkpoints and cache),
   each until its snapshot is shown and its screen update painted; the slowest
   of them, and how many full collections of the cyclic GC ran meanwhile (the
@@ -161,6 +163,10 @@ async def measure(path: Path) -> dict[str, float]:
             await pilot.pause(0.01)
         app.screen._on_timer_update()
         out["jump end"] = time.perf_counter() - t3
+        # the worker then fills in the moments behind the end (a restore left none)
+        while screen.replayer is not None and screen.replayer.wants_fill():
+            await asyncio.sleep(0.001)
+        out["jump filled"] = time.perf_counter() - t3
         full: list[int] = []  # the cyclic GC's full collections during the steps
 
         def seen(phase: str, info: dict[str, int]) -> None:
@@ -233,6 +239,7 @@ def main() -> int:
         "page down ms",
         "page down key ms",
         "jump to end s",
+        "… and behind filled s",
         "20 steps back s",
         "slowest step ms",
         "full GCs in steps",
@@ -251,6 +258,7 @@ def main() -> int:
             f"{r['page down ms']:.0f}",
             f"{r['page down key ms']:.1f}",
             f"{r['jump end']:.2f}",
+            f"{r['jump filled']:.2f}",
             f"{r['step back x20']:.3f}",
             f"{r['slowest step ms']:.1f}",
             str(r["full gcs in steps"]),

@@ -51,6 +51,10 @@ __all__ = ["Key", "Moment", "SessionReplayer"]
 
 Key = tuple[float, int, int, int]
 
+#: moments the worker keeps computed behind the cursor after a jump (events):
+#: stepping back from a restored state is a cache hit, not a restore
+BEHIND = 256
+
 
 @dataclass
 class Moment:
@@ -257,6 +261,12 @@ class SessionReplayer:
         self.remote: list[tuple[Key | None, int, bytes]] = []
         self._remote_bytes = 0
         self.ahead: Any = None
+        #: the earliest moment a restore's replay kept, ``(key, position)``: the
+        #: events before it were not replayed since (:meth:`fill_behind`)
+        self.edge: tuple[Key, int] | None = None
+        #: the position of the moment served last (where the user is)
+        self.at = 0
+        self._first_kept: Moment | None = None
         self._checkpoint(self.frontier)
 
     # -- state ----------------------------------------------------------------------
@@ -315,7 +325,7 @@ class SessionReplayer:
         if self.ahead is not None:
             self.ahead.stop()
 
-    def _nearest_remote(self, key: Key) -> tuple[Key | None, int, bytes] | None:
+    def _nearest_remote(self, key: Key, below: int | None = None) -> tuple[Key | None, int, bytes] | None:
         with self._lock:
             remote = self.remote
             lo, hi = 0, len(remote)
@@ -326,6 +336,8 @@ class SessionReplayer:
                     lo = mid + 1
                 else:
                     hi = mid
+            while below is not None and lo and remote[lo - 1][1] >= below:
+                lo -= 1  # (and before the position ``below``)
             return remote[lo - 1] if lo else None
 
     def _checkpoint(self, cur: _Cursor) -> None:
@@ -418,10 +430,12 @@ class SessionReplayer:
     def moment(self, key: Key) -> Moment | None:
         """The moment right after the event ``key`` (blocking: call from a worker)."""
         hit = self.cached(key)
+        if hit is None:
+            with self._busy:
+                hit = self._moment(key, None, self.interruptible)
         if hit is not None:
-            return hit
-        with self._busy:
-            return self._moment(key, None, self.interruptible)
+            self.at = hit.position
+        return hit
 
     def try_moment(self, key: Key, budget: int) -> Moment | None:
         """The moment at ``key`` if it is at most ``budget`` events from a cursor and
@@ -431,14 +445,18 @@ class SessionReplayer:
         stay replayed (and their moments cached), the worker does the rest."""
         self.last_request = time.monotonic()  # the user is busy: the frontier waits
         hit = self.cached(key)
+        if hit is None:
+            if not self._busy.acquire(blocking=False):
+                return None
+            try:
+                hit = self._moment(key, budget, False)
+            finally:
+                self._busy.release()
         if hit is not None:
-            return hit
-        if not self._busy.acquire(blocking=False):
-            return None
-        try:
-            return self._moment(key, budget, False)
-        finally:
-            self._busy.release()
+            self.at = hit.position
+            if self.wants_fill():
+                self.wake()  # the worker fills in behind the jump
+        return hit
 
     def _moment(self, key: Key, budget: int | None, interruptible: bool) -> Moment | None:
         hit = self.cached(key)
@@ -452,31 +470,81 @@ class SessionReplayer:
                 and (best is None or _after(cur.key, best.key))
             ):
                 best = cur
+        restored = self._restore(key, best)
+        if restored is not None:
+            self.scratch = best = restored
+        assert best is not None
+        m = self._advance(best, key, budget, interruptible)
+        if restored is not None and self._first_kept is not None:
+            self.edge = (self._first_kept.key, self._first_kept.position)
+        return m
+
+    def _restore(self, key: Key, best: _Cursor | None, below: int | None = None) -> _Cursor | None:
+        """A cursor at the latest state strictly before ``key`` (and before the
+        position ``below``: a checkpoint or a child's state) if it is later than
+        ``best``; None if ``best`` is."""
         ck = None
         for k, pos, blob in reversed(self.checkpoints):
-            if k is None or k < key:
+            if (k is None or k < key) and (below is None or pos < below):
                 ck = (k, pos, blob)
                 break
-        far = self._nearest_remote(key) if self.remote else None
+        far = self._nearest_remote(key, below) if self.remote else None
         if far is not None and (ck is None or _after(far[0], ck[0])) and (best is None or _after(far[0], best.key)):
             self.restores += 1
-            self.scratch = best = _Cursor(self, self.portable_load(far[2]), far[0], far[1])
-        elif ck is not None and (best is None or _after(ck[0], best.key)):
+            return _Cursor(self, self.portable_load(far[2]), far[0], far[1])
+        if ck is not None and (best is None or _after(ck[0], best.key)):
             self.restores += 1
-            self.scratch = best = _Cursor(self, self._load(ck[2]), ck[0], ck[1])
-        assert best is not None
-        return self._advance(best, key, budget, interruptible)
+            return _Cursor(self, self._load(ck[2]), ck[0], ck[1])
+        return None
+
+    # -- filling in behind a jump -------------------------------------------------------
+
+    def wants_fill(self) -> bool:
+        """Is the user within :data:`BEHIND` events of the edge of what a restore replayed?"""
+        edge = self.edge
+        return edge is not None and edge[1] > 1 and 0 <= self.at - edge[1] < BEHIND
+
+    def fill_behind(self) -> bool:
+        """Replay the events just before :attr:`edge` from the state before them,
+        keeping their moments, so stepping back from a jump finds them cached
+        (the worker calls this when it has no request; a request interrupts it).
+        True if it replayed something."""
+        with self._busy:
+            edge = self.edge
+            if edge is None or not self.wants_fill():
+                return False
+            key, position = edge
+            # a start at least one event before the edge's (whose moment is wanted)
+            front = self.frontier
+            cur = front if front.key is not None and front.key < key and front.position < position - 1 else None
+            cur = self._restore(key, cur, below=position - 1) or cur
+            if cur is None:  # nothing earlier to start from: the session's start
+                cur = _Cursor(self, self._fresh(), None, 0)
+            self._advance(cur, key, None, self.interruptible, before=True)
+            first, nxt = self._first_kept, cur.peek()
+            if nxt is not None and nxt[0] < key:
+                return True  # interrupted (a request came): the edge stays, the fill goes on later
+            self.edge = None if first is None or nxt is None else (first.key, first.position)
+            return True
 
     def _advance(
-        self, cur: _Cursor, key: Key, budget: int | None = None, interruptible: bool = False
+        self,
+        cur: _Cursor,
+        key: Key,
+        budget: int | None = None,
+        interruptible: bool = False,
+        *,
+        before: bool = False,
     ) -> Moment | None:
         # long-function: the replay loop: fast-forward far events, keep near moments, checkpoints, give up when superseded or over budget
         """Replay ``cur`` up to the event ``key``; the moments of the last
         events before it (up to the cache's size) are kept, the earlier ones
         are fast-forwarded (no snapshot, no moment: a jump to the end of a long
-        run costs the replay alone).  The cyclic GC waits meanwhile (the
-        pipeline's reason: :mod:`chatkit_trace.core._gc`)."""
+        run costs the replay alone).  With ``before``, the event ``key`` itself
+        is left for later.  The cyclic GC waits meanwhile (the pipeline's
+        reason: :mod:`chatkit_trace.core._gc`)."""
         last: Moment | None = None
+        self._first_kept = None
         t = time.perf_counter()
         n = 0
         near = self.cache.maxsize
@@ -484,7 +552,7 @@ class SessionReplayer:
         with paused_gc():
             while True:
                 nxt = cur.peek()
-                if nxt is None or nxt[0] > key:
+                if nxt is None or nxt[0] > key or (before and nxt[0] == key):
                     break
                 far = self._events_between(nxt[0], key) > near
                 m = cur.step(moment=not far)
@@ -493,6 +561,8 @@ class SessionReplayer:
                 self.replays += 1
                 if m is not None:
                     self._keep(m)
+                    if last is None:
+                        self._first_kept = m
                     last = m
                 n += 1
                 # (the UI thread gets the GIL every switch interval anyway)

@@ -230,7 +230,8 @@ class RunScreen(Screen[None]):
         rp.interruptible = True
         while not worker.is_cancelled:
             idle = time.monotonic() - rp.last_request > 1.0
-            req = rp.take(0.0 if (idle and not rp.done) else 0.25)
+            fill = rp.wants_fill()
+            req = rp.take(0.0 if fill or (idle and not rp.done) else 0.25)
             if worker.is_cancelled:
                 break
             if req is not None:
@@ -242,6 +243,12 @@ class RunScreen(Screen[None]):
                     continue
                 if m is not None or rp._request is None:
                     self.post_message(MomentReady(tag, key, m))
+                continue
+            if fill:
+                try:
+                    rp.fill_behind()  # the moments behind a jump, before the user steps back
+                except Exception:  # noqa: BLE001 - a step back restores as before
+                    rp.edge = None
                 continue
             if idle and not rp.done:
                 try:

@@ -13,7 +13,7 @@ from chatkit_trace.viewer import ViewerApp
 from chatkit_trace.viewer import run_screen as run_screen_module
 from chatkit_trace.viewer.ahead import Ahead
 from chatkit_trace.viewer.data import TraceData, row_key
-from chatkit_trace.viewer.replay import SessionReplayer
+from chatkit_trace.viewer.replay import BEHIND, SessionReplayer
 from chatkit_trace.viewer.run_screen import RunScreen
 from chatkit_trace.viewer.timeline import build_timeline
 from chatkit_trace.viewer.widgets import Panel, TimelineView
@@ -62,6 +62,37 @@ def test_states_from_the_child_process_equal_a_straight_replay(tmp_path):
         assert rp.restores >= 1
     finally:
         rp.stop_ahead()
+
+
+def test_a_jump_restored_right_before_its_row_is_filled_in_behind(tmp_path):
+    """The child's state right before the last event serves a jump to the end
+    with one event replayed; fill_behind then replays the events before it from
+    earlier states, so the rows behind the end are cached, and right."""
+    path, loaded, data, tl = _setup(tmp_path, 3000)
+    behind = [row_key(data.row(tl, len(tl) - 1 - i)) for i in range(1, BEHIND)]
+    end = row_key(data.row(tl, len(tl) - 1))
+    expected = _straight(data, loaded, [end, *behind])
+    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities)
+    rp.horizon = end
+    rp.start_ahead(str(path), None, every=500)
+    try:
+        assert rp.ahead.wait(120)
+    finally:
+        rp.stop_ahead()
+    before = rp.replays
+    assert rp.moment(end).snapshot.to_json() == expected[end]
+    assert rp.replays - before == 1  # restored right before the end
+    assert [rp.cached(k) is not None for k in behind[:2]] == [False, False]
+    assert rp.wants_fill()
+    fills = 0
+    while rp.fill_behind():
+        fills += 1
+        assert fills < 10
+    assert fills >= 1 and not rp.wants_fill()
+    for k in behind:
+        m = rp.cached(k)
+        assert m is not None and m.snapshot.to_json() == expected[k]
+    assert rp.at - rp.edge[1] >= BEHIND  # enough behind the cursor: no more fills
 
 
 def test_a_child_that_resolves_another_adapter_sends_nothing(tmp_path):
@@ -125,7 +156,9 @@ async def test_a_long_run_jumps_to_its_end_from_the_childs_state(tmp_path, monke
     monkeypatch.setattr(run_screen_module, "MIN_EVENTS", 100)
     path, loaded, data, tl = _setup(tmp_path, 1500)
     end = row_key(data.row(tl, len(tl) - 1))
-    expected = _straight(data, loaded, [end])[end]
+    behind = [row_key(data.row(tl, len(tl) - 1 - i)) for i in range(1, 6)]
+    straight = _straight(data, loaded, [end, *behind])
+    expected = straight[end]
     # no replay ahead in the viewer's own process while the test waits (its checkpoints
     # would serve the step back below, and its replays would count in rp.replays)
     monkeypatch.setattr(SessionReplayer, "extend", lambda self, n=256: False)
@@ -141,11 +174,16 @@ async def test_a_long_run_jumps_to_its_end_from_the_childs_state(tmp_path, monke
         await wait_for(pilot, lambda: screen.settled)
         assert screen.moment.snapshot.to_json() == expected
         assert rp.restores >= 1
-        # a step back from the end restores a state near it (dense near the session's end)
-        before = rp.replays
-        screen.query_one(TimelineView).action_move(-1)
-        await wait_for(pilot, lambda: screen.settled)
-        assert 0 < rp.replays - before <= 256
+        # the worker then fills in the moments behind the end (the state it
+        # restored was right before the end): stepping back replays nothing
+        await wait_for(pilot, lambda: not rp.wants_fill())
+        before, restores = rp.replays, rp.restores
+        view = screen.query_one(TimelineView)
+        for _ in range(5):
+            view.action_move(-1)
+            await wait_for(pilot, lambda: screen.settled)
+            assert screen.moment.snapshot.to_json() == straight[screen.moment.key]
+        assert (rp.replays, rp.restores) == (before, restores)
         child = rp.ahead.process
         await pilot.press("escape")
         await wait_for(pilot, lambda: child.poll() is not None)
