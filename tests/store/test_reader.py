@@ -67,3 +67,18 @@ def test_each_thread_reads_through_its_own_connection(tmp_path):
     t.join()
     assert seen[0][0] == reader.counts() and seen[0][1] is not reader._conn()
     reader.close()
+
+
+def test_the_last_frame_time_follows_a_growing_exchange(tmp_path):
+    """Remembered per exchange, read again once the exchange has another frame."""
+    path = _trace(tmp_path / "t.db")
+    reader = TraceReader(path)
+    assert reader.last_frame_at(0) == 10.5 and reader.last_frame_at(1) is None
+    assert reader.last_frame_at(0) == 10.5  # remembered
+    with TraceStore(path) as store:
+        store.add_frames([Frame(0, 5, "sse", "in", "{}", None, None, None, None, None, 12.5)])
+        store.add_frames([Frame(1, 0, "sse", "in", "{}", None, None, None, None, None, 13.0)])
+    assert reader.last_frame_at(0) == 12.5 and reader.last_frame_at(1) == 13.0
+    with TraceStore(path) as store:
+        store.add_frames([Frame(0, 6, "sse", "in", "{}", None, None, None, None, None, 11.0)])  # earlier than the last
+    assert reader.last_frame_at(0) == 12.5
