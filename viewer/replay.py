@@ -501,9 +501,11 @@ class SessionReplayer:
     # -- filling in behind a jump -------------------------------------------------------
 
     def wants_fill(self) -> bool:
-        """Is the user within :data:`BEHIND` events of the edge of what a restore replayed?"""
+        """Is the user within half :data:`BEHIND` events of the edge of what a
+        restore replayed?  (A fill then keeps ``BEHIND`` events behind him: a
+        user stepping back costs a fill every ``BEHIND / 2`` steps.)"""
         edge = self.edge
-        return edge is not None and edge[1] > 1 and 0 <= self.at - edge[1] < BEHIND
+        return edge is not None and edge[1] > 1 and 0 <= self.at - edge[1] < BEHIND // 2
 
     def fill_behind(self) -> bool:
         """Replay the events just before :attr:`edge` from the state before them,
@@ -514,14 +516,16 @@ class SessionReplayer:
             edge = self.edge
             if edge is None or not self.wants_fill():
                 return False
-            key, position = edge
-            # a start at least one event before the edge's (whose moment is wanted)
+            key = edge[0]
+            # the moments the user may step back to: BEHIND events behind where he is,
+            # replayed from a state before the first of them
+            keep_from = max(1, self.at - BEHIND)
             front = self.frontier
-            cur = front if front.key is not None and front.key < key and front.position < position - 1 else None
-            cur = self._restore(key, cur, below=position - 1) or cur
+            cur = front if front.key is not None and front.key < key and front.position < keep_from else None
+            cur = self._restore(key, cur, below=keep_from) or cur
             if cur is None:  # nothing earlier to start from: the session's start
                 cur = _Cursor(self, self._fresh(), None, 0)
-            self._advance(cur, key, None, self.interruptible, before=True)
+            self._advance(cur, key, None, self.interruptible, keep_from=keep_from)
             first, nxt = self._first_kept, cur.peek()
             if nxt is not None and nxt[0] < key:
                 return True  # interrupted (a request came): the edge stays, the fill goes on later
@@ -538,14 +542,16 @@ class SessionReplayer:
         budget: int | None = None,
         interruptible: bool = False,
         *,
-        before: bool = False,
+        keep_from: int | None = None,
     ) -> Moment | None:
         # long-function: the replay loop: fast-forward far events, keep near moments, checkpoints, give up when superseded or over budget
         """Replay ``cur`` up to the event ``key``; the moments of the last
         events before it (up to the cache's size) are kept, the earlier ones
         are fast-forwarded (no snapshot, no moment: a jump to the end of a long
-        run costs the replay alone).  With ``before``, the event ``key`` itself
-        is left for later.  The cyclic GC waits meanwhile (the pipeline's
+        run costs the replay alone).  With ``keep_from`` (:meth:`fill_behind`),
+        the event ``key`` itself is left for later, the moments kept are those
+        from that position on, and every event up to ``key`` is replayed (no
+        switch to a child's state ahead).  The cyclic GC waits meanwhile (the pipeline's
         reason: :mod:`chatkit_trace.core._gc`)."""
         last: Moment | None = None
         self._first_kept = None
@@ -556,9 +562,12 @@ class SessionReplayer:
         with paused_gc():
             while True:
                 nxt = cur.peek()
-                if nxt is None or nxt[0] > key or (before and nxt[0] == key):
+                if nxt is None or nxt[0] > key or (keep_from is not None and nxt[0] == key):
                     break
-                far = self._events_between(nxt[0], key) > near
+                if keep_from is None:
+                    far = self._events_between(nxt[0], key) > near
+                else:
+                    far = cur.position + 1 < keep_from
                 m = cur.step(moment=not far)
                 if m is None and not far:
                     break
@@ -572,7 +581,8 @@ class SessionReplayer:
                 # (the UI thread gets the GIL every switch interval anyway)
                 if n % 256 == 0 and self._request is not None and interruptible:
                     return None  # superseded: the cursor moved on (what was replayed stays in the cursors)
-                if n % 256 == 0 and self.remote:
+                if n % 256 == 0 and self.remote and keep_from is None:
+                    # (never in a fill: the state ahead is the one it fills in behind)
                     ahead = self._nearest_remote(key)
                     if ahead is not None and ahead[1] > cur.position + 1024:
                         # the child process got further meanwhile: go on from its state

@@ -95,6 +95,57 @@ def test_a_jump_restored_right_before_its_row_is_filled_in_behind(tmp_path):
     assert rp.at - rp.edge[1] >= BEHIND  # enough behind the cursor: no more fills
 
 
+def test_stepping_back_far_from_a_jump_finds_every_moment_filled_in(tmp_path):
+    """Between the user's steps the worker fills in behind him: every step back
+    is a cache hit, with a fill every BEHIND / 2 steps or so, not one per step."""
+    path, loaded, data, tl = _setup(tmp_path, 3000)
+    last = len(tl) - 1
+    keys = [row_key(data.row(tl, last - i)) for i in range(0, 700)]
+    expected = _straight(data, loaded, keys)
+    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities)
+    rp.horizon = keys[0]
+    rp.start_ahead(str(path), None, every=500)
+    try:
+        assert rp.ahead.wait(120)
+    finally:
+        rp.stop_ahead()
+    assert rp.moment(keys[0]).snapshot.to_json() == expected[keys[0]]
+    fills = 0
+    for k in keys[1:]:
+        while rp.fill_behind():  # what the worker does between the user's steps
+            fills += 1
+        assert rp.cached(k) is not None
+        m = rp.try_moment(k, 128)
+        assert m is not None and m.snapshot.to_json() == expected[k]
+    assert 2 <= fills <= len(keys) // (BEHIND // 2) + 2
+
+
+def test_a_fill_replays_every_event_it_was_asked_for_even_with_a_later_state_at_hand(tmp_path):
+    """A long replay switches to a child's state far ahead of it; a fill must
+    not (the state ahead is the one it fills in behind: it would skip the
+    very moments it was asked for, and try again for ever)."""
+    path, loaded, data, tl = _setup(tmp_path, 6000)
+    row = 4100
+    target = row_key(data.row(tl, row))
+    behind = [row_key(data.row(tl, row - i)) for i in range(1, BEHIND)]
+    expected = _straight(data, loaded, [target, *behind])
+    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities, every=1 << 20)
+    rp.start_ahead(str(path), None, every=2000)  # states at 2000 and 4000 events
+    try:
+        assert rp.ahead.wait(120)
+    finally:
+        rp.stop_ahead()
+    assert rp.moment(target).snapshot.to_json() == expected[target]
+    assert rp.wants_fill()
+    fills = 0
+    while rp.fill_behind():
+        fills += 1
+        assert fills <= 3, "the fill makes no progress"
+    for k in behind:
+        m = rp.cached(k)
+        assert m is not None and m.snapshot.to_json() == expected[k]
+
+
 def test_a_child_that_resolves_another_adapter_sends_nothing(tmp_path):
     path, loaded, data, tl = _setup(tmp_path, 50)
     got: list[object] = []
@@ -175,15 +226,15 @@ async def test_a_long_run_jumps_to_its_end_from_the_childs_state(tmp_path, monke
         assert screen.moment.snapshot.to_json() == expected
         assert rp.restores >= 1
         # the worker then fills in the moments behind the end (the state it
-        # restored was right before the end): stepping back replays nothing
+        # restored was right before the end): each step back finds its moment
+        # computed already and shows it in the same call
         await wait_for(pilot, lambda: not rp.wants_fill())
-        before, restores = rp.replays, rp.restores
         view = screen.query_one(TimelineView)
-        for _ in range(5):
+        for k in behind:
+            assert rp.cached(k) is not None
             view.action_move(-1)
-            await wait_for(pilot, lambda: screen.settled)
-            assert screen.moment.snapshot.to_json() == straight[screen.moment.key]
-        assert (rp.replays, rp.restores) == (before, restores)
+            assert screen.settled and screen.moment.key == k
+            assert screen.moment.snapshot.to_json() == straight[k]
         child = rp.ahead.process
         await pilot.press("escape")
         await wait_for(pilot, lambda: child.poll() is not None)
