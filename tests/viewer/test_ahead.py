@@ -41,6 +41,18 @@ def _straight(data, loaded, keys):  # type: ignore[no-untyped-def]
     return {k: rp.cached(k).snapshot.to_json() for k in keys}
 
 
+def _with_child_states(path, data, loaded, every, horizon=None):  # type: ignore[no-untyped-def]
+    """A replayer holding every state the child process sent (the child has finished)."""
+    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities)
+    rp.horizon = horizon
+    rp.start_ahead(str(path), None, every=every)
+    try:
+        assert rp.ahead.wait(120)
+    finally:
+        rp.stop_ahead()
+    return rp
+
+
 def test_states_from_the_child_process_equal_a_straight_replay(tmp_path):
     path, loaded, data, tl = _setup(tmp_path, 3000)
     keys = [row_key(data.row(tl, i)) for i in (len(tl) - 1, len(tl) - 2, 2100, 1200)]
@@ -72,13 +84,7 @@ def test_a_jump_restored_right_before_its_row_is_filled_in_behind(tmp_path):
     behind = [row_key(data.row(tl, len(tl) - 1 - i)) for i in range(1, BEHIND)]
     end = row_key(data.row(tl, len(tl) - 1))
     expected = _straight(data, loaded, [end, *behind])
-    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities)
-    rp.horizon = end
-    rp.start_ahead(str(path), None, every=500)
-    try:
-        assert rp.ahead.wait(120)
-    finally:
-        rp.stop_ahead()
+    rp = _with_child_states(path, data, loaded, 500, end)
     before = rp.replays
     assert rp.moment(end).snapshot.to_json() == expected[end]
     assert rp.replays - before == 1  # restored right before the end
@@ -102,13 +108,7 @@ def test_stepping_back_far_from_a_jump_finds_every_moment_filled_in(tmp_path):
     last = len(tl) - 1
     keys = [row_key(data.row(tl, last - i)) for i in range(0, 700)]
     expected = _straight(data, loaded, keys)
-    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities)
-    rp.horizon = keys[0]
-    rp.start_ahead(str(path), None, every=500)
-    try:
-        assert rp.ahead.wait(120)
-    finally:
-        rp.stop_ahead()
+    rp = _with_child_states(path, data, loaded, 500, keys[0])
     assert rp.moment(keys[0]).snapshot.to_json() == expected[keys[0]]
     fills = 0
     for k in keys[1:]:
@@ -129,12 +129,7 @@ def test_a_fill_replays_every_event_it_was_asked_for_even_with_a_later_state_at_
     target = row_key(data.row(tl, row))
     behind = [row_key(data.row(tl, row - i)) for i in range(1, BEHIND)]
     expected = _straight(data, loaded, [target, *behind])
-    rp = SessionReplayer(data, "s1", loaded.adapter, loaded.capabilities, every=1 << 20)
-    rp.start_ahead(str(path), None, every=2000)  # states at 2000 and 4000 events
-    try:
-        assert rp.ahead.wait(120)
-    finally:
-        rp.stop_ahead()
+    rp = _with_child_states(path, data, loaded, 2000)  # states at 2000 and 4000 events
     assert rp.moment(target).snapshot.to_json() == expected[target]
     assert rp.wants_fill()
     fills = 0
