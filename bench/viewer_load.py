@@ -164,7 +164,8 @@ async def measure(path: Path) -> dict[str, float]:
         app.screen._on_timer_update()
         out["jump end"] = time.perf_counter() - t3
         # the worker then fills in the moments behind the end (a restore left none)
-        while screen.replayer is not None and screen.replayer.wants_fill():
+        wants_fill = getattr(screen.replayer, "wants_fill", None)  # (absent from older checkouts)
+        while wants_fill is not None and wants_fill():
             await asyncio.sleep(0.001)
         out["jump filled"] = time.perf_counter() - t3
         full: list[int] = []  # the cyclic GC's full collections during the steps
