@@ -25,7 +25,9 @@ those that survived it.  The second number is not exposed; it is estimated
 from the oldest generation's size, which :func:`gc.get_objects` gives.
 
 Process-wide (the collector is): install one at a time; :meth:`uninstall`
-puts the thresholds back as they were.  A tick while the collector is
+puts the thresholds back as they were.  On an interpreter whose collector
+has no oldest-generation threshold (CPython 3.14's incremental collector,
+which has no long full pauses to move) :meth:`install` does nothing.  A tick while the collector is
 switched off (a replay's :func:`~chatkit_trace.core._gc.paused_gc`) does
 nothing.
 """
@@ -59,11 +61,17 @@ class IdleCollector:
         return self._saved is not None
 
     def install(self) -> None:
+        """Defer full collections (no-op on a collector without an oldest-generation
+        threshold: CPython 3.14's incremental collector ignores it, and needs no
+        deferring, its pauses being short already)."""
         if self._saved is not None:
             return
         saved = gc.get_threshold()
-        self._saved = (saved[0], saved[1], saved[2])
         gc.set_threshold(saved[0], saved[1], _OUT_OF_REACH)
+        if gc.get_threshold()[2] != _OUT_OF_REACH:
+            gc.set_threshold(*saved)
+            return
+        self._saved = (saved[0], saved[1], saved[2])
         self._survivors = len(gc.get_objects(generation=2))
 
     def uninstall(self) -> None:

@@ -98,6 +98,22 @@ def test_install_puts_only_the_oldest_threshold_out_of_reach_and_uninstall_resto
     assert gc.get_threshold() == before
 
 
+def test_a_collector_without_an_oldest_threshold_is_left_alone(monkeypatch):
+    """CPython 3.14's incremental collector ignores the third threshold: then
+    nothing is deferred and the thresholds stay as they were."""
+    before = gc.get_threshold()
+    real = gc.set_threshold
+
+    def incremental(*values: int) -> None:
+        real(*values[:2])  # what 3.14 does with the rest: ignores it
+
+    monkeypatch.setattr(gc, "set_threshold", incremental)
+    c = IdleCollector()
+    c.install()
+    assert not c.installed and gc.get_threshold() == before
+    assert c.tick() is False
+
+
 def test_a_due_full_collection_waits_until_the_user_is_idle(collector):
     c, clock, started = collector
     keep: list[object] = []
