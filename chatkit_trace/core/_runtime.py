@@ -558,24 +558,20 @@ class ChatCore:
         if run.view.status != RUNNING:
             return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
         tail = self._tail
-        if tail is not None and tail.part_id == part_id and tail.message_id == message_id:
+        if tail is not None and (tail.part_id != part_id or tail.message_id != message_id):
+            tail = None  # another part: looked up (the read below writes the pending deltas)
+        if tail is not None:
             # The part the last delta went to: the message and its part are the
-            # ones checked then (nothing changed them without writing the tail).
+            # ones looked up then (nothing changed them without writing the tail).
             msg = tail.msg
-            if msg.run_id is not None and msg.run_id != run_id:
-                return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
-            if type(delta) is not str:
-                return rejected(R.INVALID_TRANSITION, "delta must be a string")
-            if not delta:
-                return _REJ_NO_CHANGE
-            tail.chunks.append(delta)
         else:
-            pos = self._index.get(message_id)
-            if pos is None:
+            pos = self._index.get(message_id, -1)
+            if pos < 0:
                 return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
-            msg = self._messages.get(pos)  # the index holds valid positions only (the read writes a tail)
-            if msg.run_id is not None and msg.run_id != run_id:
-                return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+            msg = self._messages.get(pos)  # the index holds valid positions only
+        if msg.run_id is not None and msg.run_id != run_id:
+            return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+        if tail is None:
             parts = msg.parts
             i = len(parts) - 1
             while i >= 0 and parts[i].id != part_id:
@@ -585,10 +581,13 @@ class ChatCore:
             part = parts[i]
             if type(part) is not TextPart and type(part) is not ReasoningPart:
                 return rejected(R.INVALID_TRANSITION, f"delta to a {part.type} part {part_id!r}")
-            if type(delta) is not str:
-                return rejected(R.INVALID_TRANSITION, "delta must be a string")
-            if not delta:
-                return _REJ_NO_CHANGE
+        if type(delta) is not str:
+            return rejected(R.INVALID_TRANSITION, "delta must be a string")
+        if not delta:
+            return _REJ_NO_CHANGE
+        if tail is not None:
+            tail.chunks.append(delta)
+        else:
             self._tail = _Tail(pos, msg, i, part, delta)
         run.seen.add(event_id)
         if source_sequence is not None:
