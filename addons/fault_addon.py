@@ -40,6 +40,7 @@ from typing import Any, Optional
 
 from mitmproxy import ctx, exceptions, http
 
+from chatkit_trace.capture._lines import install
 from chatkit_trace.route import Router
 
 from .fault_relay import FLOW_HEADER, MARK_HEADER, Plan, Relay
@@ -47,7 +48,7 @@ from .fault_rules import FaultRuleError, Rule, parse_rules
 
 __all__ = ["Faults"]
 
-logger = logging.getLogger("chatkit_trace.faults")
+logger = install(logging.getLogger("chatkit_trace.faults"))  # lines masked, control characters shown
 
 FAULT_HELP = (
     "chatkit-trace fault injection: one rule per --set (or ';'-separated), e.g. "

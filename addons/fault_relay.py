@@ -35,6 +35,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 from yarl import URL
 
+from chatkit_trace.capture._lines import install
 from chatkit_trace.wire import NDJSON_CONTENT_TYPES
 
 from .fault_rules import Rule
@@ -59,7 +60,7 @@ except ImportError:  # pragma: no cover - Windows
 
 __all__ = ["FLOW_HEADER", "MARK_HEADER", "Plan", "Relay"]
 
-logger = logging.getLogger("chatkit_trace.faults")
+logger = install(logging.getLogger("chatkit_trace.faults"))  # lines masked, control characters shown
 
 #: The request header that names the plan of a redirected exchange (removed by the relay).
 FLOW_HEADER = "X-Chatkit-Fault-Flow"

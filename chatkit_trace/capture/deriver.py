@@ -35,9 +35,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..masking import PROCESS_SECRETS, keep_derived_secrets
+from ._lines import install
+
 __all__ = ["LiveDeriver", "serve"]
 
-logger = logging.getLogger("chatkit_trace.capture")
+logger = install(logging.getLogger("chatkit_trace.capture"))  # lines masked, control characters shown
 
 #: A session with a stream still open is derived at most this often (live)...
 LIVE_LAG = 1.0
@@ -88,7 +91,13 @@ class LiveDeriver:
         self.adapter = None
         # Log lines are made of stored (already masked) data; the token shapes
         # are masked once more, as in the writer's lines.
+        learned = self.scrubber.secrets if self.scrubber is not None else None
         self.scrubber = config.make_redactor()
+        if learned is not None and self.scrubber is not None:
+            self.scrubber.secrets.merge(learned)
+        # What it derives is masked as it is written (the store: chatkit_trace.masking),
+        # unless the recording keeps its secrets.
+        keep_derived_secrets(self.scrubber is None)
         profile = config.profile
         if profile is None or config.derive == "off":
             return
@@ -103,6 +112,13 @@ class LiveDeriver:
                       "but no run is decoded or judged: install the adapter into this Python "
                       f"({sys.executable}), e.g. `pip install -e ./my_adapter`, then "
                       f"`chatkit-trace redecode {config.db}`; runs, check, view and the fixtures' pytest need it too")
+
+    def learn(self, values: Sequence[str]) -> None:
+        """Secret values the writer learned (through the proxy's pipes): the
+        derived rows and log lines are masked with them too."""
+        secrets = self.scrubber.secrets if self.scrubber is not None else PROCESS_SECRETS
+        for v in values:
+            secrets.learn(v)
 
     # ------------------------------------------------------------------ work
 
@@ -403,6 +419,8 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
                 if msg[0] == "cfg":
                     apply(sys.modules[__name__], msg[1].tuning, TUNABLE)
                     live.configure(msg[1])
+                elif msg[0] == "learn":
+                    live.learn(msg[1])
                 elif msg[0] == "final":
                     final = True
             pending = []

@@ -50,6 +50,7 @@ from typing import Any
 
 from ..core import ChatkitTraceError
 from ..errors import TraceImportError, UsageError
+from ..masking import keep_derived_secrets
 from ..route import (
     Profile,
     ProfileError,
@@ -432,6 +433,7 @@ def import_file(
     if not redact:
         config = config.model_copy(update={"keep_secrets": True})
     redactor = Redactor.from_config(config, extra_redact)
+    keep_derived_secrets(redactor.keep_secrets and not extra_redact)  # derived rows as the frames: masked unless kept
     Router(profile).route_all(exchanges)  # identity from the raw traffic, in request order; stored redacted below
     total = len(exchanges)
     start_index = store.next_exchange_index()

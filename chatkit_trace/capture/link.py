@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ._lines import install
 from ._pipe import Unpacker, pack, read_some, spawn, write_all
 
 #: the module the writer and deriver processes run (``python -P -m CHILD ROLE``)
@@ -48,7 +49,7 @@ CHILD = "chatkit_trace.capture._child"
 
 __all__ = ["FLUSH_EVERY", "Link", "LinkError", "current_tuning"]
 
-logger = logging.getLogger("chatkit_trace.capture")
+logger = install(logging.getLogger("chatkit_trace.capture"))  # lines masked, control characters shown
 
 #: Seconds between two hand-offs on the loop while messages are waiting.
 FLUSH_EVERY = 0.01
@@ -325,6 +326,22 @@ class Link:
             self.writer_stats = msg[1]
         elif kind == "done":
             self.derivation = msg[1]
+        elif kind == "learned":
+            self._learned(msg[1])
+
+    def _learned(self, values: Sequence[str]) -> None:
+        """Secret values the writer learned: this process masks its log lines
+        with them, and the deriver what it derives (pipes only, never a file)."""
+        from ..masking import PROCESS_SECRETS
+
+        for v in values:
+            PROCESS_SECRETS.learn(v)
+        fd = self._fd("deriver", "in")
+        if fd is not None and "deriver" not in self._ended:
+            try:
+                write_all(fd, pack(("learn", list(values))), 1.0)
+            except OSError:
+                pass
 
     def _gone(self, role: str) -> None:
         if self.stopping:

@@ -44,12 +44,13 @@ from mitmproxy import ctx, exceptions, hooks, http
 
 from ..route import classify_end, make_redactor, proxy_answered, websocket_close_notes
 from ..wire import NDJSON_CONTENT_TYPES, content_transport
+from ._lines import install
 from .link import Link, LinkError, current_tuning
 from .writer import WriterConfig
 
 __all__ = ["OPTIONS", "Recorder", "parse_duration", "stream_transport"]
 
-logger = logging.getLogger("chatkit_trace.capture")
+logger = install(logging.getLogger("chatkit_trace.capture"))  # lines masked, control characters shown
 
 DERIVE_MODES = ("live", "end", "off")
 TEST_RAISE = ("tap", "hooks", "writer")

@@ -75,10 +75,11 @@ from ..wire import (
     replace_frame,
     ws_frame,
 )
+from ._lines import install
 
 __all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig"]
 
-logger = logging.getLogger("chatkit_trace.capture")
+logger = install(logging.getLogger("chatkit_trace.capture"))  # lines masked, control characters shown
 
 #: Request bodies and whole response bodies are stored up to this size.
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -277,6 +278,9 @@ class Writer(threading.Thread):
         self.scrub_memo: weakref.WeakKeyDictionary[_Flow, dict[str, Any]] = weakref.WeakKeyDictionary()
         #: the unmatched-stream hint was logged (once per recording)
         self.hinted = False
+        #: learned values already sent to the deriver (memory only)
+        self.shared: set[str] = set()
+        self.shared_generation = 0
 
     # ------------------------------------------------------------------ the feeding side
 
@@ -458,8 +462,22 @@ class Writer(threading.Thread):
     def _write_and_commit(self) -> None:
         self._assign_ready()
         self._scrub()
+        self._share_learned()
         self._write_batch()
         self.store.commit()
+
+    def _share_learned(self) -> None:
+        """Values learned since the last batch go to the deriver (through the
+        proxy's pipes, never a file) before the frames they mask are committed:
+        it masks what it derives with them (chatkit_trace.masking)."""
+        red = self.redactor
+        if red is None or self.emit is None or red.secrets.generation == self.shared_generation:
+            return
+        self.shared_generation = red.secrets.generation
+        new = [v for v in red.secrets if v not in self.shared]
+        if new:
+            self.shared.update(new)
+            self._emit(("learned", new))
 
     def _write_batch(self) -> None:
         """The batch's rows, inside the open transaction (nothing cleared yet:
@@ -498,18 +516,39 @@ class Writer(threading.Thread):
         red = self.redactor
         if red is None:
             return
-        from ..route.redact import note_scrubbed
+        from ..route.redact import StreamMasks, note_scrubbed
 
         frames = self.frames
+        here = {(f.exchange_index, f.index): i for i, f in enumerate(frames)}
+        again: dict[tuple[int, int], Frame] = {}  # frames of earlier batches masked again
         for i, f in enumerate(frames):
             new, spans = red.scrub_frame(f)
+            st = self.flows.get(self.flow_of.get(f.exchange_index, ""))
+            if st is not None:
+                # A secret split across events (or escaped) only shows in the
+                # decoded, joined text: masked in every frame holding a piece.
+                memo = self.scrub_memo.setdefault(st, {})
+                streams = memo.get("streams")
+                if streams is None:
+                    streams = memo["streams"] = StreamMasks(red)
+                new, more, earlier = streams.add(f, new)
+                spans += more
+                for index, (version, notes) in earlier.items():
+                    key = (f.exchange_index, index)
+                    j = here.get(key)
+                    if j is not None:
+                        frames[j] = version
+                    else:
+                        again[key] = version
+                    note_scrubbed(st.ex.notes, f"frame:{index}", notes)
             if new is f:
                 continue
             frames[i] = new
-            st = self.flows.get(self.flow_of.get(f.exchange_index, ""))
             if st is not None:
                 note_scrubbed(st.ex.notes, f"frame:{f.index}", spans)
                 st.dirty = True
+        if again:
+            frames.extend(again.values())
         for st in self.flows.values():
             if st.dirty:
                 memo = self.scrub_memo.setdefault(st, {})

@@ -39,6 +39,11 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: commands that own the terminal (a full-screen app, a proxy, servers): their
+#: output is not wrapped; what they print of a trace is masked where it is made
+INTERACTIVE = frozenset({"view", "record", "demo", "demo-backend", "serve", "redrive"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chatkit-trace",
@@ -89,7 +94,12 @@ def _main(argv: Sequence[str] | None) -> int:
         # The command's own usage, not the top level's (argparse reports these at the top).
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")  # type: ignore[attr-defined]
     try:
-        return int(args.run(args) or 0)
+        if args.command in INTERACTIVE:
+            return int(args.run(args) or 0)
+        from ._output import guarded
+
+        with guarded():  # what a command prints is masked (issue 32)
+            return int(args.run(args) or 0)
     except (ChatkitTraceError, FileNotFoundError, IsADirectoryError, PermissionError) as err:
         print(f"chatkit-trace {args.command}: error: {err}", file=sys.stderr)
         return 2

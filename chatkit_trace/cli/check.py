@@ -25,6 +25,8 @@ from typing import IO, Any, cast
 
 from ..analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
 from ..errors import NothingToJudge, UsageError
+from ..masking import mask_derived, mask_derived_json
+from ..visible import xml_safe
 
 __all__ = [
     "add_parser",
@@ -412,13 +414,14 @@ def render_text(result: CheckResult, *, color: bool = False, width: int | None =
     E:F`` names a stored frame: exchange ``E`` (the recording's request
     number, from 0), frame ``F`` of its response (a bare ``E`` is the
     exchange itself: a history body, a stop request)."""
-    from rich.console import Console
     from rich.markup import escape  # recorded text (ids, quoted messages) is never markup
     from rich.table import Table
     from rich.text import Text
 
+    from ._output import SafeConsole  # recorded control characters are shown, never sent
+
     width = width if width is not None else _width(color)
-    console = Console(
+    console = SafeConsole(
         record=True, width=width or 100_000, color_system="standard" if color else None, force_terminal=color, file=cast("IO[str]", _Null())
     )
     styles = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -501,7 +504,7 @@ def render_junit(result: CheckResult, fail_on: str = "error") -> str:
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(xml_safe(root), encoding="unicode")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -603,7 +606,8 @@ def _filtered(result: CheckResult, select: Sequence[str], ignore: Sequence[str],
 
 def _write_baseline(path: str, findings: Sequence[Finding]) -> None:
     Path(path).write_text(
-        json.dumps({"findings": [{"fingerprint": f.fingerprint, "code": f.code, "message": f.message} for f in findings]}, indent=2)
+        mask_derived_json(json.dumps({"findings": [{"fingerprint": f.fingerprint, "code": f.code, "message": f.message}
+                                                   for f in findings]}, indent=2))
         + "\n",
         "utf-8",
     )
@@ -611,6 +615,7 @@ def _write_baseline(path: str, findings: Sequence[Finding]) -> None:
 
 
 def _emit(args: argparse.Namespace, text: str) -> None:
+    text = mask_derived_json(text) if args.format == "json" else mask_derived(text)  # nothing secret in a file
     if args.output:
         Path(args.output).write_text(text + "\n", "utf-8")
     else:
@@ -707,4 +712,4 @@ def render_junit_many(outcomes: Sequence[Outcome], fail_on: str = "error") -> st
             case = ET.SubElement(suite, "testcase", classname="chatkit-trace", name=f"check {o.trace}")
             ET.SubElement(case, "error", message=o.error or "", type="input")
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(xml_safe(root), encoding="unicode")

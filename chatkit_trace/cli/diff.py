@@ -77,7 +77,6 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -85,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence
     from ..derive import Deriver
     from ..loading import open_trace
+    from ._output import SafeConsole
 
     found: list[Any] = []
 
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         deriver.run(analyse=False, on_session=session_done)
     finally:
         loaded.close()
-    console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160, highlight=False)
+    console = SafeConsole(file=sys.stdout, width=None if sys.stdout.isatty() else 160, highlight=False)  # control characters shown
     limit = None if args.full else CELL
     shown = differing = 0
     for c in found:

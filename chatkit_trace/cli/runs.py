@@ -78,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from ._output import console
 
     # recorded ids (and the file's name) are plain text, never markup
     table = Table(title=Text(f"runs in {args.trace}"))
@@ -95,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
             Text(str(r["origin"])), Text(str(r["connection"])), f"{r['duration_s']:.2f}s", str(r["frames"]),
             str(r["rejected"]), findings,
         )
-    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)
+    console(file=sys.stdout, width=None if sys.stdout.isatty() else 160).print(table)  # control characters shown
     return 0

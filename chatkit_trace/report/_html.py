@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..masking import mask_derived_doc, mask_derived_json
+
 __all__ = ["HtmlWriter", "frame_link", "template"]
 
 _MARK = "<!-- chatkit:blobs -->"
@@ -69,11 +71,14 @@ class HtmlWriter:
         self.file.write(_MARK + "\n")
 
     def blob(self, name: str, payload: Any) -> None:
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+        # derived text is masked before it is compressed (chatkit_trace.masking)
+        text = mask_derived_json(json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str))
+        data = text.encode("utf-8", "surrogatepass")
         packed = base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
         self.file.write(f'<script type="application/x-chatkit-gzip" id="{name}">{packed}</script>\n')
 
     def finish(self, index: dict[str, Any]) -> None:
+        index = mask_derived_doc(index)
         self.file.write(
             _fill(
                 self.rest,

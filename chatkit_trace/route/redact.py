@@ -49,8 +49,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote, unquote, unquote_plus
 
+from ..masking import Scrubber, Secrets, Span, StreamScrub, apply_hits, mask
 from ..wire import replace_frame
-from .secrets import Scrubber, Secrets, Span
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Exchange
@@ -62,6 +62,7 @@ __all__ = [
     "DEFAULT_HEADERS",
     "DEFAULT_NAMES",
     "Redactor",
+    "StreamMasks",
     "is_secret_name",
     "note_scrubbed",
     "redact_exchange",
@@ -342,7 +343,7 @@ class Redactor:
             return self._redact_json(body, strict=json_type)
         return body
 
-    def _redact_json(self, body: bytes, *, strict: bool) -> bytes:
+    def _redact_json(self, body: bytes, *, strict: bool, in_place: bool = False) -> bytes:
         try:
             doc = json.loads(body)
         except (ValueError, RecursionError):
@@ -352,7 +353,41 @@ class Redactor:
         changed = self._walk(doc)
         if not changed:
             return body
+        masked = self._mask_fields(body) if in_place else None
+        if masked is not None:
+            return masked
         return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+    def _mask_fields(self, body: bytes) -> bytes | None:
+        """``body`` (valid JSON, with a secret-named field) as received, each
+        secret field's value masked in place with the same byte length: a
+        string keeps its quotes (``"[REDACTED]****"``), any other value
+        becomes a string of its length.  None when the text cannot be walked
+        (too deep): the caller re-serialises."""
+        try:
+            text = body.decode("utf-8", "surrogatepass")
+            members = _json_members(text)
+        except (ValueError, RecursionError, IndexError):
+            return None
+        out: list[str] = []
+        last = 0
+        for key, start, end in members:  # outermost first, in order
+            if start < last or not self.field_is_secret(key):
+                continue
+            raw = text[start:end]
+            if raw in ("null", '""', f'"{REDACTED}"'):
+                continue
+            n = len(raw.encode("utf-8", "surrogatepass"))
+            if raw.startswith('"'):
+                masked = '"' + mask(n - 2) + '"'
+            else:
+                masked = '"' + "*" * (n - 2) + '"' if n >= 2 else "0"
+            out += [text[last:start], masked]
+            last = end
+        if not out:
+            return None
+        out.append(text[last:])
+        return "".join(out).encode("utf-8", "surrogatepass")
 
     def redact_json_value(self, doc: Any) -> tuple[Any, bool]:
         """A redacted deep copy of a parsed JSON value, and whether anything changed."""
@@ -499,19 +534,7 @@ class Redactor:
             if changed:
                 setattr(ex, attr, headers)
         for side in ("request", "response"):
-            attr = f"{side}_body"
-            body = getattr(ex, attr)
-            if not body:
-                continue
-            seen = memo.get(attr) if memo is not None else None
-            if seen is not None and seen[0] is body and seen[1] == gen:
-                continue  # this very object was found clean with everything known now
-            new_body, spans = sc.data(bytes(body))
-            if spans:
-                setattr(ex, attr, new_body)
-                out.append((f"{side}.body", [_span_note("body", s, s.at) for s in spans]))
-            if memo is not None:
-                memo[attr] = (getattr(ex, attr), gen)  # holds the object: its id cannot be reused
+            self._scrub_body(ex, side, memo, gen, out)
         if ex.error:
             error, spans = sc.text(ex.error)
             if spans:
@@ -531,6 +554,24 @@ class Redactor:
                 ex.notes.update(notes)
                 out.append(("notes", []))
         return out
+
+    def _scrub_body(self, ex: Exchange, side: str, memo: dict[str, Any] | None, gen: int,
+                    out: list[tuple[str, list[dict[str, Any]]]]) -> None:
+        """:meth:`scrub_fields` of one body: byte scrub, then what only shows decoded."""
+        attr = f"{side}_body"
+        body = getattr(ex, attr)
+        if not body:
+            return
+        seen = memo.get(attr) if memo is not None else None
+        if seen is not None and seen[0] is body and seen[1] == gen:
+            return  # this very object was found clean with everything known now
+        new_body, spans = self.scrubber.data(bytes(body))
+        new_body, joined = _decoded_body(self.scrubber, bytes(body), new_body)
+        if spans or joined:
+            setattr(ex, attr, new_body)
+            out.append((f"{side}.body", [_span_note("body", s, s.at) for s in spans] + joined))
+        if memo is not None:
+            memo[attr] = (getattr(ex, attr), gen)  # holds the object: its id cannot be reused
 
     def _scrub_json(self, value: Any) -> tuple[Any, int]:
         """A JSON-like value with its strings scrubbed (our own redaction notes skipped)."""
@@ -560,11 +601,18 @@ class Redactor:
             where.append(place)
         if ex.frames:
             frames = list(ex.frames)
+            streams = StreamMasks(self)
+            at = {f.index: i for i, f in enumerate(frames)}
             for i, f in enumerate(frames):
                 new, spans = self.scrub_frame(f)
+                new, more, earlier = streams.add(f, new)
+                for index, (version, notes) in earlier.items():
+                    frames[at[index]] = version
+                    note_scrubbed(ex.notes, f"frame:{index}", notes)
+                    where.append(f"frame:{index}")
                 if new is not f:
                     frames[i] = new
-                    note_scrubbed(ex.notes, f"frame:{f.index}", spans)
+                    note_scrubbed(ex.notes, f"frame:{f.index}", spans + more)
                     where.append(f"frame:{f.index}")
             ex.frames = frames
         return where
@@ -604,7 +652,7 @@ class Redactor:
                     new = self.redact_body(raw, resp_ct)
                 elif f.direction == "out" and f.text.lstrip()[:1] in ("{", "["):
                     raw = f.text.encode("utf-8", "surrogatepass")
-                    new = self._redact_json(raw, strict=True)
+                    new = self._redact_json(raw, strict=True, in_place=True)  # the bytes sent, masked in place
                 else:
                     continue
                 if new is not raw and new != raw:
@@ -655,6 +703,133 @@ class Redactor:
         return [self.redact_exchange(ex) for ex in exs]
 
 
+class StreamMasks:
+    """The frames of one exchange as a stream (:class:`~chatkit_trace.masking.StreamScrub`
+    per direction): a secret that only shows once the frames' JSON strings are
+    decoded and each field's text joined (split across events or parts, or
+    ``\\u``-escaped) is masked in the frames that hold its pieces.
+
+    :meth:`add` takes each frame as received and as the per-frame scrub left
+    it, in order; it returns that frame masked further, the span notes, and
+    new versions of earlier frames a secret continued from (by index, with
+    their notes).  It keeps the latest version of every earlier frame a
+    later one may still change.
+    """
+
+    __slots__ = ("redactor", "streams", "latest", "fed")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.streams: dict[str, StreamScrub] = {}
+        self.latest: dict[int, Frame] = {}
+        self.fed = -1  # the last frame index taken (a batch written again is not fed twice)
+
+    def add(self, received: Frame, masked: Frame) -> tuple[Frame, list[dict[str, Any]], dict[int, tuple[Frame, list[dict[str, Any]]]]]:
+        earlier: dict[int, tuple[Frame, list[dict[str, Any]]]] = {}
+        if not received.text or not self.redactor.scrubber.active or received.index <= self.fed:
+            return masked, [], earlier
+        self.fed = received.index
+        stream = self.streams.get(received.direction)
+        if stream is None:
+            stream = self.streams[received.direction] = StreamScrub(self.redactor.scrubber)
+        hits = stream.feed(received.index, received.text)
+        notes: list[dict[str, Any]] = []
+        for index, found in hits.items():
+            if index == received.index:
+                masked = replace_frame(masked, text=apply_hits(masked.text or "", found))
+                notes += _joined_notes(masked, found)
+                continue
+            old = self.latest.get(index)
+            if old is None or not old.text:  # pragma: no cover - a held frame is always kept
+                continue
+            version = replace_frame(old, text=apply_hits(old.text, found))
+            self.latest[index] = version
+            earlier[index] = (version, _joined_notes(version, found))
+        if stream.holds(received.index):
+            self.latest[received.index] = masked
+        if len(self.latest) > 64:
+            for index in [i for i in self.latest if not any(s.holds(i) for s in self.streams.values())]:
+                del self.latest[index]
+        return masked, notes, earlier
+
+
+def _joined_notes(frame: Frame, found: list[tuple[int, int, str, str]]) -> list[dict[str, Any]]:
+    """Span notes of a stream scrub's hits on ``frame``'s text (``joined``: found in the decoded, joined text)."""
+    return [{**_span_note("text", Span(lo, hi - lo, kind), _stream_offset(frame, lo)), "joined": True} for lo, hi, _, kind in found]
+
+
+def _decoded_body(sc: Scrubber, received: bytes, masked: bytes) -> tuple[bytes, list[dict[str, Any]]]:
+    """A JSON body's secrets that only show decoded (escaped, or split across
+    the parts of one field), masked in ``masked`` (the body as the byte scrub
+    left it), and their span notes."""
+    head = received.lstrip()[:1]
+    if head not in (b"{", b"[") or not sc.active:
+        return masked, []
+    try:
+        text = received.decode("utf-8")
+    except UnicodeDecodeError:
+        return masked, []
+    found = StreamScrub(sc).feed(0, text).get(0)
+    if not found:
+        return masked, []
+    data = bytearray(masked)
+    for lo, hi, chunk, _ in found:
+        data[lo:hi] = chunk.encode("ascii")
+    return bytes(data), [{**_span_note("body", Span(lo, hi - lo, kind), lo), "joined": True} for lo, hi, _, kind in found]
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _json_members(text: str) -> list[tuple[str, int, int]]:
+    """Every object member of a JSON text: ``(key, value start, value end)``
+    (character offsets), an outer member before the members inside it."""
+    found: list[tuple[str, int, int]] = []
+
+    def value(i: int) -> int:
+        i = _WS.match(text, i).end()  # type: ignore[union-attr]
+        c = text[i]
+        if c == "{":
+            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+            if text[i] == "}":
+                return i + 1
+            while True:
+                if text[i] != '"':
+                    raise ValueError("a key")
+                key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+                i = _WS.match(text, i).end()  # type: ignore[union-attr]
+                if text[i] != ":":
+                    raise ValueError("a colon")
+                start = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+                slot = len(found)
+                found.append((key, start, start))
+                end = value(start)
+                found[slot] = (key, start, end)
+                i = _WS.match(text, end).end()  # type: ignore[union-attr]
+                if text[i] == "}":
+                    return i + 1
+                if text[i] != ",":
+                    raise ValueError("a comma")
+                i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+        if c == "[":
+            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+            if text[i] == "]":
+                return i + 1
+            while True:
+                i = _WS.match(text, value(i)).end()  # type: ignore[union-attr]
+                if text[i] == "]":
+                    return i + 1
+                if text[i] != ",":
+                    raise ValueError("a comma")
+                i += 1
+        _, end = _DECODER.raw_decode(text, i)
+        return int(end)
+
+    value(0)
+    return found
+
+
 _OWN_NOTES = frozenset({"redacted", "scrubbed", "scrubbed_more"})
 #: Spans noted per exchange at most (the rest are counted in ``scrubbed_more``).
 MAX_NOTED = 100
@@ -695,8 +870,9 @@ def note_scrubbed(notes: dict[str, Any], where: str, spans: Iterable[dict[str, A
     if not spans:
         return
     listed = notes.setdefault("scrubbed", [])
+    spans = [s for s in ({"where": where, **s} for s in spans) if s not in listed]  # a piece masked again: noted once
     room = max(0, MAX_NOTED - len(listed))
-    listed.extend({"where": where, **s} for s in spans[:room])
+    listed.extend(spans[:room])
     if len(spans) > room:
         notes["scrubbed_more"] = int(notes.get("scrubbed_more", 0)) + len(spans) - room
 

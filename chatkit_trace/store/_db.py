@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 from sqlite_utils import Database
 
 from ..errors import TraceFormatError
+from ..masking import derived_scrubber, mask_derived_json
 from ..trace import Exchange
 from ..wire import DecodeError, Frame
 from ..wire.frames import loads
@@ -641,7 +642,7 @@ class TraceStore:
                     raise ValueError(f"{table!r} is not a derived table (findings: replace_findings)")
                 packed = items if isinstance(items, PackedRows) else PackedRows.of(items)
                 if packed.values:
-                    conn.executemany(self._insert(table, packed.columns), packed.values)
+                    conn.executemany(self._insert(table, packed.columns), _masked(packed.values))
 
     def derived_everything(self, *, by: str = "redecode") -> None:
         """Everything was derived again (``redecode``): a recording's meta
@@ -657,9 +658,11 @@ class TraceStore:
 
     def replace_findings(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Replace the ``findings`` table with ``rows`` (one transaction)."""
+        packed = PackedRows.of([dict(r) for r in rows])
         with self.db.conn:
             self.db.execute("DELETE FROM findings")
-            self._table("findings").insert_all(dict(r) for r in rows)
+            if packed.values:
+                self.db.conn.executemany(self._insert("findings", packed.columns), _masked(packed.values))
 
     # ------------------------------------------------------------------ the recorder's derivation queue
 
@@ -746,6 +749,27 @@ class TraceStore:
             raise ValueError(f"{table} has no column {unknown[0]!r}")
         verb = "INSERT OR IGNORE" if table == "history_reads" else "INSERT"
         return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def _masked(values: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Derived rows with every secret masked in their texts (JSON columns stay
+    JSON): the token shapes and the values this process learned
+    (:mod:`chatkit_trace.masking`).  Rows are derived from masked frames, but
+    decoding and joining them can put together what no frame held whole
+    (a key streamed four characters at a time).  One test over the whole
+    batch first: rows without a secret (nearly all) cost nothing more."""
+    sc = derived_scrubber()
+    if sc is None or not values:
+        return values
+    texts = "\x00".join(v for row in values for v in row if type(v) is str)
+    if not sc.might(texts):
+        return values
+    out = []
+    for row in values:
+        if any(type(v) is str and sc.might(v) for v in row):
+            row = tuple(mask_derived_json(v) if type(v) is str else v for v in row)
+        out.append(row)
+    return out
 
 
 def _is_busy(err: BaseException) -> bool:

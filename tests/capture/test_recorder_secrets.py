@@ -12,7 +12,7 @@ import logging
 
 from mitmproxy.test import tflow
 
-from chatkit_trace.route.secrets import mask
+from chatkit_trace.masking import mask
 
 from .test_recorder import harness, make_flow, make_response, sse_event  # noqa: F401 - the fixture
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from chatkit_trace.masking import MIN_LEARNED, SHAPES, Scrubber, Secrets, _word_class, mask
 from chatkit_trace.route import RedactConfig, Redactor
-from chatkit_trace.route.secrets import MIN_LEARNED, SHAPES, Scrubber, Secrets, _word_class, mask
 from chatkit_trace.trace import Exchange, frames_from_body
 from chatkit_trace.wire import DecodeError, Frame
 
