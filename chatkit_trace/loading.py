@@ -16,11 +16,11 @@ writes it back).
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tempfiles
 from .adapters import Adapter
 from .core import ChatkitTraceError
 from .errors import TraceInputError
@@ -99,10 +99,8 @@ def _route_profile(profile: str | None) -> Any:
 
 
 def _temp_db() -> str:
-    tmp = tempfile.NamedTemporaryFile(prefix="chatkit-trace-", suffix=".db", delete=False)
-    tmp.close()
-    Path(tmp.name).unlink()
-    return tmp.name
+    """A new private file for a temporary trace (removed when the process ends: :mod:`.tempfiles`)."""
+    return str(tempfiles.new_file("trace-", ".db"))
 
 
 def _copy(store: TraceStore) -> TraceStore:

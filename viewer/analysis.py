@@ -13,11 +13,14 @@ itself (for callers that own it).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from chatkit_trace import tempfiles
 
 __all__ = ["AUTO_LIMIT", "AnalysisResult", "analyse"]
 
@@ -101,8 +104,10 @@ def analyse(
 
 
 def _side_database(side_dir: str | Path | None) -> Path:
-    """A new file name for the derived tables, in ``side_dir`` or a new temporary directory."""
-    folder = Path(side_dir) if side_dir is not None else Path(tempfile.mkdtemp(prefix="chatkit-view-"))
-    derived = Path(tempfile.mkstemp(prefix="derived-", suffix=".db", dir=folder)[1])
-    derived.unlink()
-    return derived
+    """A new file for the derived tables, in ``side_dir`` or the process's private
+    folder (``0700``, files ``0600``, removed on every way out: :mod:`chatkit_trace.tempfiles`)."""
+    if side_dir is None:
+        return tempfiles.new_file("derived-", ".db")
+    fd, name = tempfile.mkstemp(prefix="derived-", suffix=".db", dir=side_dir)
+    os.close(fd)  # mkstemp: 0600
+    return Path(name)

@@ -24,6 +24,9 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.worker import get_current_worker
 
+from chatkit_trace import tempfiles
+from chatkit_trace.visible import visible
+
 from .analysis import AUTO_LIMIT, analyse
 from .data import FindingInfo, RunInfo, TraceData
 from .idle_gc import IdleCollector
@@ -134,6 +137,9 @@ class ViewerApp(App[None]):
         export_dir: str | Path | None = None,
     ) -> None:
         super().__init__()
+        # Its side database is made in a worker thread: the temporary files'
+        # SIGTERM/SIGHUP handlers are installed here, on the main thread.
+        tempfiles.guard()
         self.source = source if isinstance(source, Source) else open_source(source, profile)
         self.data = TraceData(self.source.path)
         self.adapter = self.source.adapter
@@ -220,7 +226,7 @@ class ViewerApp(App[None]):
 
         run = next((r for r in self.data.runs() if r.key == (session_id, run_id)), None)
         if run is None:
-            self.notify(f"no run {run_id} in session {session_id}", severity="warning", markup=False)
+            self.notify(visible(f"no run {run_id} in session {session_id}"), severity="warning", markup=False)
             return
         self.push_screen(RunScreen(run, finding))
 
@@ -293,7 +299,7 @@ class ViewerApp(App[None]):
             self._data_version = self.data.data_version()
         if message.error:
             self.analysis_error = message.error
-            self.notify(f"analysis failed: {message.error}", severity="error", timeout=10, markup=False)
+            self.notify(visible(f"analysis failed: {message.error}"), severity="error", timeout=10, markup=False)
         else:
             if message.derived_path is not None:
                 self.data.set_derived(message.derived_path)

@@ -27,6 +27,7 @@ from chatkit_trace.core import (
     get_tool_call_status,
     thaw,
 )
+from chatkit_trace.visible import visible
 
 from .data import END, START, Row
 
@@ -77,8 +78,9 @@ BACKSLASH = "\ue000"
 
 
 def esc(text: Any) -> str:
-    """Escape ``text`` for Content markup (parse the result with :func:`markup`)."""
-    return str(text).replace("\\", BACKSLASH).replace("[", r"\[")
+    """Escape ``text`` for Content markup (parse the result with :func:`markup`);
+    its control characters are shown as escapes (``\\x1b``), never sent to the terminal."""
+    return visible(str(text)).replace("\\", BACKSLASH).replace("[", r"\[")
 
 
 def markup(text: str) -> Content:

@@ -16,6 +16,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from chatkit_trace.visible import visible
+
 from .ahead import MIN_EVENTS
 from .data import (
     END,
@@ -636,7 +638,7 @@ class RunScreen(Screen[None]):
             return False
         row = self.timeline.nearest(e, i)
         if row is None:
-            self.notify(f"frame {f.decisive} is not in this run's timeline", severity="warning", markup=False)
+            self.notify(visible(f"frame {f.decisive} is not in this run's timeline"), severity="warning", markup=False)
             return False
         fl = self.query_one(FindingsList)
         if f in fl.findings:

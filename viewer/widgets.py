@@ -30,6 +30,8 @@ from textual.visual import Visual, visualize
 from textual.widget import Widget
 from textual.widgets import Static
 
+from chatkit_trace.visible import visible
+
 from .data import LRU, FindingInfo, Row, RunInfo, TraceData
 from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter
 from .timeline import Timeline
@@ -240,6 +242,7 @@ class VirtualList(ScrollView, can_focus=True):
                     break
                 if "\n" in text or "\t" in text:
                     text = text.replace("\n", " ").replace("\t", " ")
+                text = visible(text)  # a recorded control character is shown, never sent to the terminal
                 length = cell_len(text)
                 if used + length > w:
                     text = set_cell_size(text, max(0, w - used - 1)) + "…"

@@ -33,12 +33,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .. import tempfiles
 
 __all__ = ["PROTOCOLS", "DemoReport", "RecordingProxy", "add_parser", "first_finding_run", "play", "run"]
 
@@ -103,9 +104,7 @@ class RecordingProxy:
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         # closed in cleanup(): the subprocess writes into it while it runs
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            prefix="chatkit-trace-demo-proxy-", suffix=".log", delete=False
-        )
+        self.log = tempfiles.new_file("demo-proxy-", ".log").open("w+b")  # noqa: SIM115 - private, removed at exit
 
     @property
     def url(self) -> str:
