@@ -86,7 +86,9 @@ class SSEEvent:
         dispatched: False for blocks WHATWG does not dispatch (no data line,
             or cut off by the end of the stream); they come out only when
             ``emit_empty`` is set or when they carry an error.
-        raw: the block's bytes so far, only for a ``truncated-event``.
+        raw: the block's bytes so far for a ``truncated-event``; the data's
+            bytes (its lines joined by LF) when they are not valid UTF-8
+            (``text`` then has U+FFFD where they were), else None.
 
     A value: never changed once made.  Not ``frozen`` only because a frozen
     dataclass costs five times as much to build (one per event, the
@@ -462,6 +464,7 @@ class SSEParser:
 
     def _event(self, end: int, dispatched: bool) -> SSEEvent:
         data = self._b_data
+        raw = None
         if not data:
             text = ""
         else:
@@ -470,9 +473,10 @@ class SSEParser:
                 text = joined.decode("utf-8")
             except UnicodeDecodeError as exc:
                 text = joined.decode("utf-8", "replace")
+                raw = joined  # the bytes received: the text alone cannot say what they were
                 at, to = self._locate(exc.start), self._locate(exc.end)
                 self._note(_invalid_utf8(joined, exc, at, to))
-        return SSEEvent(
+        event = SSEEvent(
             text,
             self._b_event,
             self._b_id,
@@ -485,6 +489,7 @@ class SSEParser:
             self._b_error,
             dispatched,
         )
+        return event if raw is None else replace(event, raw=raw)
 
     def _event_name(self, value: bytes, at: int) -> str | None:
         """The ``event`` value (empty means the default type), decoded once per name."""
