@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..masking import mask_derived_doc, mask_derived_json
+from ..visible import json_safe, visible, xml_text
 
 __all__ = ["HtmlWriter", "frame_link", "template"]
 
@@ -34,11 +35,12 @@ def template(name: str) -> str:
 def _script_json(value: Any) -> str:
     """JSON safe inside ``<script>``: no ``</script>``, no ``<!--``."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return json_safe(text.replace("<", "\\u003c"))  # C1 controls, line separators, surrogates: \uXXXX
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for the page: HTML-escaped, control characters shown as escapes (``\\x1b``)."""
+    return html.escape(xml_text(visible("" if value is None else str(value))), quote=True)
 
 
 def frame_link(session: str | None, run: str | None, frame: str | None = None) -> str:

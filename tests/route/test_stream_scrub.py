@@ -102,9 +102,9 @@ def split_streams(draw):
             k = draw(st.integers(1, len(piece) - 1))
             a = escape(piece[:k], {i for i in here if i < k})
             b = escape(piece[k:], {i - k for i in here if i >= k})
-            events.append('{"type": "text", "parts": [{"text": "%s"}, {"text": "%s"}]}' % (a, b))
+            events.append(f'{{"type": "text", "parts": [{{"text": "{a}"}}, {{"text": "{b}"}}]}}')
         else:
-            events.append('{"type": "text", "text": "%s"}' % body)
+            events.append(f'{{"type": "text", "text": "{body}"}}')
     return name, token, events
 
 
@@ -149,8 +149,8 @@ def test_the_joined_text_reads_as_one_mask():
 
 def test_a_json_body_with_an_escaped_or_split_secret():
     token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-    body = ('{"messages": [{"parts": [{"text": "%s"}, {"text": "%s"}]}, {"text": "%s"}]}'
-            % (token[:10], token[10:], escape(token, {0, 5}))).encode()
+    body = (f'{{"messages": [{{"parts": [{{"text": "{token[:10]}"}}, {{"text": "{token[10:]}"}}]}}, '
+            f'{{"text": "{escape(token, {0, 5})}"}}]}}').encode()
     ex = Exchange(index=0, method="GET", url="http://b/history", status=200, response_body=body,
                   response_headers=[("content-type", "application/json")])
     out = Redactor().redact_exchange(ex)
