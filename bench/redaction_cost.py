@@ -11,7 +11,10 @@ protocol, interleaved, medians of ``--repeat`` runs:
 * ``scrub``: :meth:`Redactor.scrub_frame` on every frame, with ``--learned``
   values remembered and the shape table on: the usual case, nothing found;
 * ``echo``: the same on a stream whose every text event echoes a learned
-  value and a JWT (the worst case: every frame masked, spans noted).
+  value and a JWT (the worst case: every frame masked, spans noted);
+* ``stream``: ``scrub`` plus what the writer does since issue 32: each frame
+  also through :class:`~chatkit_trace.route.redact.StreamMasks` (JSON strings
+  decoded, each field's text joined across frames), nothing found.
 
 Only ratios are meaningful (scrub/parse, echo/parse).  Masking runs on the
 writer thread, never on the proxy's loop, so it adds no latency to the
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decode_throughput import SOURCES, stretched  # noqa: E402
 
 from chatkit_trace.route import Redactor  # noqa: E402
+from chatkit_trace.route.redact import StreamMasks  # noqa: E402
 from chatkit_trace.trace import frames_from_body  # noqa: E402
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.c2lnbmF0dXJlLWJ5dGVz"
@@ -55,6 +59,13 @@ def echoing(body: bytes, token: str) -> bytes:
             block = block.replace(b"data: {", f'data: {{"echo": "Bearer {token} {JWT}", '.encode(), 1)
         out.append(block)
     return b"\n\n".join(out)
+
+
+def stream(red: Redactor, frames: list) -> None:  # type: ignore[type-arg]
+    """The writer's per-frame masking since issue 32: the frame's own scrub, then the stream's."""
+    masks = StreamMasks(red)
+    for f in frames:
+        masks.add(f, red.scrub_frame(f)[0])
 
 
 def timed(fn) -> float:  # type: ignore[no-untyped-def]
@@ -85,13 +96,15 @@ def main() -> None:
             t_parse = timed(lambda: frames_from_body(body, 0))  # noqa: B023
             t_scrub = timed(lambda: [red.scrub_frame(f) for f in frames])  # noqa: B023
             t_echo = timed(lambda: [red.scrub_frame(f) for f in echo_frames])  # noqa: B023
-            samples.append((t_parse, t_scrub, t_echo))
-        med = [statistics.median(s[i] for s in samples) for i in range(3)]
+            t_stream = timed(lambda: stream(red, frames))  # noqa: B023
+            samples.append((t_parse, t_scrub, t_echo, t_stream))
+        med = [statistics.median(s[i] for s in samples) for i in range(4)]
         rows.append((p, len(frames), med))
-    print(f"{'adapter':<8} {'frames':>7} {'us/frame parse':>15} {'us/frame scrub':>15} {'scrub/parse':>12} {'echo/parse':>11}")
-    for p, n, (t_parse, t_scrub, t_echo) in rows:
+    print(f"{'adapter':<8} {'frames':>7} {'us/frame parse':>15} {'us/frame scrub':>15} {'scrub/parse':>12} {'echo/parse':>11}"
+          f" {'us/frame stream':>16} {'stream/parse':>13}")
+    for p, n, (t_parse, t_scrub, t_echo, t_stream) in rows:
         print(f"{p:<8} {n:>7} {t_parse / n * 1e6:>15.2f} {t_scrub / n * 1e6:>15.2f} {t_scrub / t_parse:>12.2f} "
-              f"{t_echo / t_parse:>11.2f}")
+              f"{t_echo / t_parse:>11.2f} {t_stream / n * 1e6:>16.2f} {t_stream / t_parse:>13.2f}")
     print(json.dumps({"learned": len(red.secrets), "events": args.events}))
 
 

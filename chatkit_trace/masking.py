@@ -748,9 +748,13 @@ def mask_derived_value(value: Any) -> Any:
 _LITERAL = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"(\s*:)?', re.S)
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 #: Characters of a field's text kept to find a secret continued in its next value.
-TAIL = 4096
+TAIL = 2048
+#: How far before a value a token shape that reaches into it may start (its hint).
+SHAPE_REACH = 1024
 #: Longest shape hint (``hooks.slack.com``): a hint cut by a value's start is found with this much before it.
 _HINT_MAX = max(len(h) for h in _HINTS)
+#: Any shape's hint, in one pass (what :func:`_hinted` tests with many).
+_HINT_RE = re.compile("|".join(re.escape(h) for h in _HINTS), re.IGNORECASE)
 
 
 def _decode_literal(body: str) -> tuple[str, list[int]]:
@@ -819,13 +823,13 @@ class _Seg:
 
 
 class _Field:
-    __slots__ = ("segs", "text", "base", "hint_at")
+    __slots__ = ("segs", "text", "base", "hints")
 
     def __init__(self) -> None:
         self.segs: list[_Seg] = []
         self.text = ""  # the field's text joined (its last TAIL-odd characters)
         self.base = 0  # offset of text[0] in everything the field ever held
-        self.hint_at = -1  # where the last shape hint starts (absolute), -1: none
+        self.hints: list[int] = []  # where shape hints may start (absolute), within SHAPE_REACH
 
 
 #: what a stream scrub asks its caller to mask: per frame ref, (byte start, byte end, mask text, kind)
@@ -886,6 +890,8 @@ class StreamScrub:
         f = self.fields.get(key)
         if f is None:
             f = self.fields[key] = _Field()
+        elif f.segs and f.segs[-1].value == value:
+            return  # a field that repeats itself (an id, a type, a model name) streams nothing
         at = f.base + len(f.text)  # where this value starts in the field's text
         f.segs.append(_Seg(ref, frame_text, body_at, at, value, starts))
         self.refs[ref] = self.refs.get(ref, 0) + 1
@@ -893,23 +899,32 @@ class StreamScrub:
         edge = max(0, before - _HINT_MAX)
         f.text += value
         sc = self.scrubber
-        if sc.shapes and _hinted(f.text[edge:]):
-            f.hint_at = f.base + edge
+        if sc.shapes and _HINT_RE.search(f.text, edge) is not None:
+            f.hints.append(f.base + edge)
+        while f.hints and f.hints[0] < f.base + before - SHAPE_REACH:
+            f.hints.pop(0)  # too far back to start a shape that reaches this value
         c = sc._patterns()
-        learned = False
+        start = None  # where a secret reaching into this value may start (in f.text)
         if c.text is not None:  # a learned value that reaches into this one
-            region = f.text[max(0, before - c.longest + 1):]
-            learned = bool(c.text.search(region)) if c.forms is None else any(x in region for x in c.forms)
-        if learned or (f.hint_at >= f.base and (len(f.segs) > 1 or starts is not None)):
-            self._scan(f, at, starts is not None, hits)
+            lo = max(0, before - c.longest + 1)
+            if c.text.search(f.text, lo) is not None:
+                start = lo
+        if len(f.segs) > 1 or starts is not None:
+            near = [h - f.base for h in f.hints if h - f.base >= max(0, before - SHAPE_REACH)]
+            if near:
+                start = min(near[0], start) if start is not None else near[0]
+        if start is not None:
+            self._scan(f, at, starts is not None, start, hits)
         self._trim(f)
 
-    def _scan(self, f: _Field, at: int, escaped: bool, hits: Hits) -> None:
-        """Secrets in the field's text that reach into the newest value and that
-        the frame's own scrub cannot see (they start before it, or it was escaped)."""
-        for a, b, kind, ctx in self.scrubber.find(f.text):
-            a += f.base
-            b += f.base
+    def _scan(self, f: _Field, at: int, escaped: bool, start: int, hits: Hits) -> None:
+        """Secrets in the field's text from ``start`` on that reach into the newest
+        value and that the frame's own scrub cannot see (they start before it,
+        or it was escaped)."""
+        for a, b, kind, ctx in self.scrubber.find(f.text[start:]):
+            a += f.base + start
+            b += f.base + start
+            ctx += start
             if b <= at or (f.base + ctx >= at and not escaped):
                 continue  # done before, or the frame's own scrub sees all of it
             pieces = []

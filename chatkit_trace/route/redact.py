@@ -716,13 +716,14 @@ class StreamMasks:
     later one may still change.
     """
 
-    __slots__ = ("redactor", "streams", "latest", "fed")
+    __slots__ = ("redactor", "streams", "latest", "fed", "room")
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
         self.streams: dict[str, StreamScrub] = {}
         self.latest: dict[int, Frame] = {}
         self.fed = -1  # the last frame index taken (a batch written again is not fed twice)
+        self.room = 64
 
     def add(self, received: Frame, masked: Frame) -> tuple[Frame, list[dict[str, Any]], dict[int, tuple[Frame, list[dict[str, Any]]]]]:
         earlier: dict[int, tuple[Frame, list[dict[str, Any]]]] = {}
@@ -747,9 +748,10 @@ class StreamMasks:
             earlier[index] = (version, _joined_notes(version, found))
         if stream.holds(received.index):
             self.latest[received.index] = masked
-        if len(self.latest) > 64:
+        if len(self.latest) > self.room:  # forget the frames no stream holds (now and then: amortised)
             for index in [i for i in self.latest if not any(s.holds(i) for s in self.streams.values())]:
                 del self.latest[index]
+            self.room = max(64, 2 * len(self.latest))
         return masked, notes, earlier
 
 

@@ -184,7 +184,7 @@ def test_the_stream_scrub_names_earlier_frames_and_forgets_them_past_its_tail():
     first = apply_hits(json.dumps({"text": "x " + token[:10]}), hits[0])
     assert json.loads(first)["text"] == "x " + mask(len(token))[:10]
     for i in range(2, 40):
-        stream.feed(i, json.dumps({"text": "filler text " * 2}))
+        stream.feed(i, json.dumps({"text": f"filler text {i} " * 2}))
     assert not stream.holds(0) and stream.holds(39)
 
 
