@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from chatkit_trace import tempfiles
 from chatkit_trace.cli import main
 from chatkit_trace.store import TraceStore
 
@@ -95,6 +96,7 @@ def test_a_split_secret_is_in_no_file_recorded_or_written_from_the_recording(har
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    tempfiles.cleanup()  # this process's folder is made again, in the private TMPDIR
     trace = str(h.db)
     assert main(["check", trace, "--format", "json", "-o", str(out / "c.json")]) in (0, 1)
     assert main(["check", trace, "--format", "junit", "-o", str(out / "c.xml")]) in (0, 1)
