@@ -239,6 +239,15 @@ def ttfe(ex: Exchange) -> float | None:
     return None
 
 
+def seconds(value: Any) -> float | None:
+    """A time in seconds since the epoch: the Core's run times are
+    milliseconds (``Date.now()`` in chatkit), a fact's or an exchange's
+    seconds; the derived ``settled_at`` may be either (decision 293)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return value / 1000.0 if value > 1e11 else float(value)
+
+
 def _quantile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -319,7 +328,7 @@ def _run_out(ctx: _SessionContext, d: SessionDerivation, run: RunSummary, frames
     times = sorted(fr.at for fr in incoming)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     ttfes = [t for t in (ttfe(ex) for ex in exs) if t is not None]
-    starts = [ex.started_at for ex in exs] or times[:1] or [view.created_at or 0.0]
+    starts = [ex.started_at for ex in exs] or times[:1] or [seconds(view.created_at) or 0.0]
     ends = [e for ex in exs for e in (ex.ended_at, ex.started_at) if e is not None] + times
     route, route_name = ctx.places.route(first_ex) if first_ex is not None else (None, None)
     operation, provider = operation_of(ctx.protocol)
@@ -333,12 +342,12 @@ def _run_out(ctx: _SessionContext, d: SessionDerivation, run: RunSummary, frames
         settled_by=rec.settled_by if rec else None,
         error_code=getattr(view.error, "code", None) if view.error else None,
         interrupt_reason=view.interrupt_reason,
-        created_at=view.created_at if isinstance(view.created_at, int | float) else None,
+        created_at=seconds(view.created_at),
         started_at=min(starts),
         ended_at=max(ends) if ends else min(starts),
         first_at=times[0] if times else None,
         last_at=times[-1] if times else None,
-        settled_at=rec.settled_at if rec else None,
+        settled_at=seconds(rec.settled_at) if rec else None,
         exchanges=[ex.index for ex in exs],
         route=route,
         route_name=route_name,

@@ -261,7 +261,9 @@ class SpanFactory:
         uid = self.info.uid
         ctx = self._context(session_trace_id(uid, r.session_id), run_span_id(uid, r.session_id, r.run_id))
         parent = self._context(session_trace_id(uid, r.session_id), session_span_id(uid, r.session_id))
-        model = r.genai.request_model or r.genai.response_model or r.genai.agent_name
+        g = r.genai
+        # the conventions' span names: "chat {model}", "invoke_agent {agent}"
+        model = g.agent_name if r.operation == "invoke_agent" else (g.request_model or g.response_model)
         events = [self.frame_event(e) for e in r.events]
         events += [self.finding_event(f, (at or {}).get(id(f), r.started_at)) for f in r.findings]
         failed = f"the run failed ({r.error_code})" if r.status == "failed" else None

@@ -206,7 +206,13 @@ class ParquetSink:
         self.rows("runs", [_run_row(r) for r in export.runs])
         self.rows("findings", [_finding_row(f) for f in export.findings])
         self.rows("traces", [_trace_row(export)])
-        date, backend = date_of(export.started_at), export.backend
+        self.commit(date_of(export.started_at), export.backend)
+
+    def commit(self, date: str, backend: str) -> list[Path]:
+        """Put the trace's files in place (every table has one, in the trace's
+        own partition ``date``/``backend`` when it has no rows), then delete
+        its files an earlier export wrote and this one did not."""
+        assert self.info is not None
         for t in self.tables.values():
             t.ensure(date, backend)
         write_manifest(self.root)
@@ -214,7 +220,8 @@ class ParquetSink:
         for t in self.tables.values():
             written += t.close()
         self.written = written
-        _remove_stale(self.root, export.info.uid, set(written))
+        _remove_stale(self.root, self.info.uid, set(written))
+        return written
 
     def abort(self) -> None:
         for t in self.tables.values():
