@@ -24,12 +24,12 @@ from .harness import (
     AdkServer,
     HermesServer,
     OpenAIServer,
+    PhoenixServer,
     a2a_server,
     adk_server,
     hermes_server,
     openai_server,
     phoenix_server,
-    PhoenixServer,
 )
 
 
