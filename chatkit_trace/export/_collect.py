@@ -481,7 +481,7 @@ def _frame_rows(d: SessionDerivation, places: _Places, content: bool, scrub: Cal
         rows.append({
             "exchange_id": fr.exchange_index,
             "idx": fr.frame_index,
-            "at": fr.at,
+            "arrived_at": fr.at,
             "offset_s": fr.at - start,
             "direction": f.direction if f is not None else None,
             "transport": f.transport if f is not None else None,

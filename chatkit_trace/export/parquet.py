@@ -73,7 +73,7 @@ def schemas() -> dict[str, Any]:
             ("bytes", i64), ("ttfe_s", f64), ("duration_s", f64),
         ]),
         "frames": pa.schema(common + [
-            ("exchange_id", i32), ("idx", i32), ("at", ts), ("offset_s", f64), ("direction", s), ("transport", s),
+            ("exchange_id", i32), ("idx", i32), ("arrived_at", ts), ("offset_s", f64), ("direction", s), ("transport", s),
             ("event", s), ("event_id", s), ("size", i32), ("state", s), ("session_id", s), ("run_id", s),
             ("event_type", s), ("end_marker", b), ("unknown", b), ("error", s), ("text", s),
         ]),
@@ -93,7 +93,7 @@ def schemas() -> dict[str, Any]:
         ]),
         "findings": pa.schema(common + [
             ("code", s), ("severity", s), ("rule", s), ("session_id", s), ("run_id", s), ("frames", pa.list_(s)),
-            ("decisive_frame", s), ("at", ts), ("route", s), ("fingerprint", s), ("message", s), ("detail", s),
+            ("decisive_frame", s), ("decisive_at", ts), ("route", s), ("fingerprint", s), ("message", s), ("detail", s),
         ]),
     }
 
@@ -258,7 +258,7 @@ def _finding_row(fo: FindingOut) -> dict[str, Any]:
     f = fo.finding
     return {
         "code": f.code, "severity": f.severity, "rule": f.rule, "session_id": f.session_id, "run_id": f.run_id,
-        "frames": list(f.frames), "decisive_frame": f.frames[0] if f.frames else None, "at": fo.at, "route": fo.route,
+        "frames": list(f.frames), "decisive_frame": f.frames[0] if f.frames else None, "decisive_at": fo.at, "route": fo.route,
         "fingerprint": f.fingerprint, "message": f.message, "detail": json.dumps(f.detail, default=str),
         "date": fo.date, "backend": fo.backend,
     }
