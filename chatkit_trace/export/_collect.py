@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+import msgspec
+
 from ..analyze import Finding
 from ..derive import Deriver, RunSummary, SessionDerivation, fact_summary, run_summaries
 from ..pipeline import DEFAULT_SESSION, STREAMING, FrameRecord
@@ -503,11 +505,12 @@ def _frame_rows(d: SessionDerivation, places: _Places, content: bool, scrub: Cal
 
 
 def _fact_rows(d: SessionDerivation, places: _Places) -> list[dict[str, Any]]:
-    exs = {ex.index: ex for ex in d.exchanges}
+    where = {ex.index: (date_of(ex.started_at), places.backend(ex)) for ex in d.exchanges}
+    nowhere = (date_of(min((ex.started_at for ex in d.exchanges), default=0.0)), places.backend_override or "unknown")
+    encode = msgspec.json.Encoder(enc_hook=str).encode
     rows = []
     for f in d.replay.facts:
-        ex = exs.get(f.exchange_index) if f.exchange_index is not None else None
-        at = ex.started_at if ex is not None else 0.0
+        date, backend = where.get(f.exchange_index, nowhere) if f.exchange_index is not None else nowhere
         rows.append({
             "seq": f.seq,
             "exchange_id": f.exchange_index,
@@ -520,9 +523,9 @@ def _fact_rows(d: SessionDerivation, places: _Places) -> list[dict[str, Any]]:
             "reason": None if f.result.reason is None else f.result.reason.value,
             "detail": f.result.detail,
             "snapshot_version": f.snapshot_version,
-            "fact": json.dumps(fact_summary(f.fact), separators=(",", ":"), default=str),
-            "date": date_of(at),
-            "backend": places.backend(ex) if ex is not None else (places.backend_override or "unknown"),
+            "fact": encode(fact_summary(f.fact)).decode(),
+            "date": date,
+            "backend": backend,
         })
     return rows
 
