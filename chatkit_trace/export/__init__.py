@@ -16,22 +16,45 @@ engine, below the recorder (capture), which calls the live exporter from its
 deriver process.  docs/export.md is the reference.
 """
 
-from ._collect import (
-    ExportOptions,
-    FindingOut,
-    FrameEvent,
-    RunOut,
-    SessionOut,
-    Sink,
-    TraceExport,
-    TraceInfo,
-    collect,
-    date_of,
-    make_context,
-    session_export,
-    trace_uid,
-)
-from .genai import GenAI, GenAIReader, operation_of
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._collect import (
+        ExportOptions,
+        FindingOut,
+        FrameEvent,
+        RunOut,
+        SessionOut,
+        Sink,
+        TraceExport,
+        TraceInfo,
+        collect,
+        date_of,
+        make_context,
+        session_export,
+        trace_uid,
+    )
+    from .genai import GenAI, GenAIReader, operation_of
+
+#: name -> submodule; imported when first used (the recorder's proxy imports
+#: only :mod:`chatkit_trace.export.settings` to check its options)
+_LAZY = {
+    **dict.fromkeys(
+        ("ExportOptions", "FindingOut", "FrameEvent", "RunOut", "SessionOut", "Sink", "TraceExport", "TraceInfo", "collect",
+         "date_of", "make_context", "session_export", "trace_uid"),
+        "._collect",
+    ),
+    **dict.fromkeys(("GenAI", "GenAIReader", "operation_of"), ".genai"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ExportOptions",

@@ -40,11 +40,11 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ..analyze import Finding
-from ..errors import ExportError
 from ._collect import FrameEvent, RunOut, SessionOut, TraceExport, TraceInfo
+from .settings import PROTOCOLS, endpoint_url, require_otel, resolve_protocol
 
 __all__ = [
     "PROTOCOLS",
@@ -57,64 +57,17 @@ __all__ = [
     "spans_of",
 ]
 
-PROTOCOLS = ("http/protobuf", "grpc")
 #: spans per export request
 BATCH = 512
 #: a span status description is cut at this many characters
 STATUS_CHARS = 240
 
 
-def require_otel(protocol: str) -> None:
-    """One line when the OpenTelemetry SDK or the exporter is not installed."""
-    module = (
-        "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"
-        if protocol == "grpc"
-        else "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-    )
-    try:
-        import importlib
-
-        importlib.import_module("opentelemetry.sdk.trace")
-        importlib.import_module(module)
-    except ImportError:
-        raise ExportError("--otlp needs the OpenTelemetry SDK and OTLP exporters: pip install 'chatkit-trace[otel]'") from None
-
-
-def resolve_protocol(protocol: str | None) -> str:
-    """``--otlp-protocol``, else the standard variables, else HTTP/protobuf."""
-    value = protocol or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-    value = (value or "http/protobuf").strip().lower()
-    if value not in PROTOCOLS:
-        raise ExportError(f"OTLP protocol {value!r} is not supported: use one of {', '.join(PROTOCOLS)}")
-    return value
-
-
-def _endpoint(endpoint: str | None, protocol: str) -> str | None:
-    """The exporter's endpoint: None lets it read the variables.  An HTTP URL
-    without a path gets ``/v1/traces`` (as ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    does); a bare ``host:port`` is plain text (``http://``)."""
-    if not endpoint:
-        return None
-    url = endpoint if "://" in endpoint else f"http://{endpoint}"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ExportError(f"--otlp {endpoint}: not an OTLP endpoint (http://host:4318, https://…, or host:4317 with grpc)")
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError:
-        raise ExportError(f"--otlp {endpoint}: the port is not a number") from None
-    if protocol == "grpc":
-        return url
-    if parts.path in ("", "/"):
-        return urlunsplit((parts.scheme, parts.netloc, "/v1/traces", parts.query, ""))
-    return url
-
-
 def make_exporter(endpoint: str | None, protocol: str | None = None, *, timeout: float | None = None) -> Any:
     """The official OTLP span exporter for ``protocol`` (variables honoured)."""
     proto = resolve_protocol(protocol)
     require_otel(proto)
-    url = _endpoint(endpoint, proto)
+    url = endpoint_url(endpoint, proto)
     kwargs: dict[str, Any] = {}
     if url is not None:
         kwargs["endpoint"] = url

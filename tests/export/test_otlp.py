@@ -16,7 +16,9 @@ from chatkit_trace.cli.check import run_check
 from chatkit_trace.errors import ExportError
 from chatkit_trace.export import ExportOptions, collect
 from chatkit_trace.export._collect import sample
-from chatkit_trace.export.otlp import OTLPSink, _endpoint, resolve_protocol
+from chatkit_trace.export.otlp import OTLPSink
+from chatkit_trace.export.settings import endpoint_url as _endpoint
+from chatkit_trace.export.settings import resolve_protocol
 from chatkit_trace.loading import open_trace
 
 from ._util import SECRET, recorded, with_secret_text
