@@ -167,3 +167,18 @@ def test_fixture_options_do_not_mix(capsys):
     assert "one TRACE" in capsys.readouterr().err
     assert main(["export", str(recorded("adk"))]) == 2
     assert "--session, -o/--output" in capsys.readouterr().err
+
+
+def test_a_har_file_has_a_stable_uid_too(tmp_path):
+    """An input imported on the fly (a new temporary database each time) takes its uid from its first exchange."""
+    from chatkit_trace.export import collect as run
+
+    har = recorded("openai").parents[2] / "tests" / "data" / "import" / "myproto.har"
+    uids = []
+    for _ in range(2):
+        loaded = open_trace(har, profile="myproto")
+        try:
+            uids.append(run(loaded.store, loaded.adapter, capabilities=loaded.capabilities, name=har.name, kind=loaded.kind).info.uid)
+        finally:
+            loaded.close()
+    assert uids[0] == uids[1] and len(uids[0]) == 32
