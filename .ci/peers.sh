@@ -6,6 +6,7 @@
 #   a2a     a2a-sdk server (v0.3 + v1.0)   peers/a2a/requirements.txt
 #   hermes  hermes-agent API server        peers/hermes/requirements.txt
 #   openai  litellm proxy                  peers/openai/requirements.txt
+#   phoenix Arize Phoenix (OTLP receiver)  peers/phoenix/requirements.txt
 #
 # Each env lives OUTSIDE the clone, in
 #   ${CHATKIT_PEERS_HOME:-$HOME/.cache/chatkit-trace/peers}/<name>
@@ -14,7 +15,7 @@
 # from scratch.  Their pins conflict with chatkit-trace's own dependencies, so
 # they must never share the project's venv.
 #
-# Usage: .ci/peers.sh [NAME...]        (default: all four)
+# Usage: .ci/peers.sh [NAME...]        (default: all five)
 # Env:   CHATKIT_PEERS_HOME    where the envs go
 #        CHATKIT_PEERS_PYTHON  interpreter for the envs (default python3.11,
 #                              else python3)
@@ -37,10 +38,11 @@ declare -A CHECK=(
   [a2a]="import a2a.server.routes, uvicorn"
   [hermes]="import aiohttp, gateway.platforms.api_server"
   [openai]="import litellm.proxy.proxy_server"
+  [phoenix]="import phoenix.server.main"
 )
 
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=(adk a2a hermes openai)
+[ ${#names[@]} -eq 0 ] && names=(adk a2a hermes openai phoenix)
 
 mkdir -p "$PEERS_HOME"
 echo "peers: envs in $PEERS_HOME (python $PY_VERSION from $(command -v "$PY"))"

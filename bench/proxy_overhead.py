@@ -36,6 +36,14 @@ each trace stored, and how long after the wave's last event its facts were
 derived (every run of the wave ``completed`` in the ``runs`` table).
 Targets (issue 21): TTFE median within 1.10x, p99 latency within 1.25x,
 nothing lost, facts derived within a few seconds of the last event.
+
+Live spans (issue 34): ``--otlp`` adds ``addon+otlp``, the same addon with
+``chatkit_otlp`` pointing at an OTLP/HTTP receiver started here (its own
+process: the standard library's HTTP server decoding each request with
+opentelemetry-proto and counting the spans), interleaved with the others;
+the spans it received and the recorder's ``otlp`` counts are printed after
+the table.  Target: the same bar as recording (TTFE median within 1.10x of
+streaming mitmdump).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +97,35 @@ def serve(port: int) -> None:
     app = web.Application()
     app.router.add_post("/sessions/{sid}/runs", runs)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def receive(port: int, out: Path) -> None:
+    """An OTLP/HTTP receiver (``--receive PORT FILE``): counts the spans it is sent into FILE."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    counts = {"spans": 0, "requests": 0, "bytes": 0}
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            req = ExportTraceServiceRequest()
+            req.ParseFromString(body)
+            with lock:
+                counts["spans"] += sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+                counts["requests"] += 1
+                counts["bytes"] += len(body)
+                out.write_text(json.dumps(counts))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -429,9 +467,14 @@ def main() -> int:
     ap.add_argument("--load-gap", type=float, default=0.02, help="load mode: seconds between a stream's events (default 0.02)")
     ap.add_argument("--baseline", help="load mode: another checkout whose addon runs too, as addon@base (e.g. a worktree of main)")
     ap.add_argument("--derive-timeout", type=float, default=120.0, help="load mode: longest wait for a wave's facts (s)")
+    ap.add_argument("--otlp", action="store_true", help="load mode: also addon+otlp, live spans to a receiver started here")
+    ap.add_argument("--receive", nargs=2, metavar=("PORT", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve(args.serve)
+        return 0
+    if args.receive:
+        receive(int(args.receive[0]), Path(args.receive[1]))
         return 0
     if args.concurrency:
         return main_load(args)
@@ -504,20 +547,25 @@ def main_load(args: argparse.Namespace) -> int:
         p = start([*common, "-p", str(port), "--set", "stream_large_bodies=1"], port, work / "mitmdump.log")
         procs.append(p)
         urls["mitmdump"], pids["mitmdump"] = f"http://127.0.0.1:{port}", p.pid
-        trees = {"addon": (REPO, None)}
+        trees: dict[str, tuple[Path, str | None, list[str]]] = {"addon": (REPO, None, [])}
         if args.baseline:
             base = Path(args.baseline).resolve()
-            trees["addon@base"] = (base, str(base))
-        for cfg, (tree, pythonpath) in trees.items():
+            trees["addon@base"] = (base, str(base), [])
+        received = work / "otlp.json"
+        if args.otlp:
+            rx = free_port()
+            procs.append(start([sys.executable, __file__, "--receive", str(rx), str(received)], rx, work / "receiver.log"))
+            trees["addon+otlp"] = (REPO, None, ["--set", f"chatkit_otlp=http://127.0.0.1:{rx}"])
+        for cfg, (tree, pythonpath, more) in trees.items():
             port = free_port()
-            db = work / f"{cfg.replace('@', '-')}.db"
+            db = work / f"{cfg.replace('@', '-').replace('+', '-')}.db"
             env = dict(os.environ)
             if pythonpath:
                 env["PYTHONPATH"] = pythonpath  # its chatkit_trace before the installed one
             out = (work / f"{cfg.replace('@', '-')}.log").open("wb")
             proc = subprocess.Popen(
                 [*common, "-p", str(port), "-s", str(tree / "chatkit_trace" / "addon.py"), "--set", f"chatkit_db={db}",
-                 "--set", "chatkit_profile=myproto", *(x for kv in args.sets for x in ("--set", kv))],
+                 "--set", "chatkit_profile=myproto", *(x for kv in args.sets for x in ("--set", kv)), *more],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env,
             )
             wait_port(port, proc)
@@ -545,6 +593,13 @@ def main_load(args: argparse.Namespace) -> int:
               f"{args.load_events} events {args.load_gap * 1000:g} ms apart per stream; ms unless stated; CPU in ms per wave")
         print(load_table(results, list(urls), levels, stored, args.load_gap))
         print(f"addon exit codes: {codes}")
+        if args.otlp:
+            from chatkit_trace.store import TraceStore
+
+            with TraceStore(dbs["addon+otlp"], readonly=True) as store:
+                counts = store.get_meta("otlp")
+            got = json.loads(received.read_text()) if received.exists() else {}
+            print(f"live spans: the recorder's counts {counts}; the receiver got {got}")
         if args.keep:
             print(f"work directory: {work}")
         lost = any(got != want for got, want in stored.values()) or any(

@@ -82,6 +82,8 @@ class LiveDeriver:
         self.behind = False
         self.next_due: float | None = None
         self.derived_frames = 0
+        #: the live spans (chatkit_otlp: chatkit_trace.export.live), or None
+        self.spans: Any = None
         self.configure(config)
 
     # ------------------------------------------------------------------ options
@@ -99,6 +101,7 @@ class LiveDeriver:
         # unless the recording keeps its secrets.
         keep_derived_secrets(self.scrubber is None)
         profile = config.profile
+        self._configure_spans(config)
         if profile is None or config.derive == "off":
             return
         try:
@@ -198,7 +201,10 @@ class LiveDeriver:
                 pass
             return
         if d.exchanges:
-            self._report_runs(d, self._findings(deriver, d), final=final)
+            findings = self._findings(deriver, d)
+            self._report_runs(d, findings, final=final)
+            if self.spans is not None:
+                self._send_spans(d, findings, final=final)
 
     def finish(self) -> dict[str, Any]:
         """The recording stopped: derive everything queued (until told to stop).
@@ -213,6 +219,7 @@ class LiveDeriver:
         else:
             state = "complete" if not sessions else "incomplete"
         self._set_state(state, frames)
+        self._finish_spans()
         return {"state": state, "frames": frames, "sessions": sessions}
 
     def report_backlog(self) -> None:
@@ -247,6 +254,43 @@ class LiveDeriver:
             self.store.close()
         except Exception:  # noqa: BLE001, S110
             pass
+
+    # ------------------------------------------------------------------ live spans (chatkit_otlp)
+
+    def _configure_spans(self, config: Any) -> None:
+        """Start (or keep, or stop) the live spans for these options."""
+        settings = getattr(config, "otlp", None)
+        if self.spans is not None and self.spans.settings == settings:
+            return
+        self._finish_spans()
+        if settings is None or config.profile is None or config.derive == "off":
+            return
+        try:
+            from pathlib import Path
+
+            from ..export.live import LiveSpans
+
+            self.spans = LiveSpans(settings, self.store.meta(), Path(config.db).name, self._log)
+        except Exception as err:  # noqa: BLE001 - said once; the recording goes on without spans
+            self._internal_error("otlp", err)
+
+    def _send_spans(self, derived: Any, findings: list[Any], *, final: bool) -> None:
+        try:
+            self.spans.session(derived, findings, final=final)
+        except Exception as err:  # noqa: BLE001 - a span never stops derivation
+            self._internal_error("otlp", err)
+
+    def _finish_spans(self) -> None:
+        """The recording stopped (or the option changed): the last spans, the counts in meta ``otlp``."""
+        spans, self.spans = self.spans, None
+        if spans is None:
+            return
+        try:
+            counts = spans.finish()
+            with self.store.transaction():
+                self.store.set_meta("otlp", counts)
+        except Exception as err:  # noqa: BLE001
+            self._internal_error("otlp", err)
 
     # ------------------------------------------------------------------ log lines and marks
 
@@ -446,6 +490,7 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
 
 
 def _stopped(live: LiveDeriver) -> dict[str, Any]:
+    live._finish_spans()
     sessions, frames = live.backlog()
     live._set_state("incomplete" if sessions else "complete", frames)
     return {"state": "incomplete" if sessions else "complete", "frames": frames, "sessions": sessions}

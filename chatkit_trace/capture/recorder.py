@@ -118,6 +118,23 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
             "next recording into the same file (or `chatkit-trace redecode`)."
         ),
     ),
+    "chatkit_otlp": (
+        str,
+        "",
+        (
+            "chatkit-trace: send each run as an OpenTelemetry span (GenAI conventions) to this OTLP endpoint as it "
+            "settles (http://host:4318, or host:4317 with chatkit_otlp_protocol=grpc; env: the OTEL_EXPORTER_OTLP_* "
+            "variables decide), from the deriver process. Empty: off. Needs chatkit-trace[otel]."
+        ),
+    ),
+    "chatkit_otlp_protocol": (str, "", "chatkit-trace: http/protobuf or grpc (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)."),
+    "chatkit_otlp_frames": (int, 0, "chatkit-trace: frames as span events, at most this many per run (sampled beyond); 0: none."),
+    "chatkit_otlp_content": (bool, False, "chatkit-trace: include message text in the spans (masked as the trace is)."),
+    "chatkit_otlp_queue": (
+        int,
+        4096,
+        "chatkit-trace: most spans waiting to be sent; beyond it a span is dropped, counted and said (the trace keeps every run).",
+    ),
     "chatkit_ws_abnormal_close": (
         bool,
         True,
@@ -135,6 +152,16 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
         ),
     ),
 }
+
+
+def _otlp_settings(opts: Any) -> tuple[Any, list[str]]:
+    """The live spans' settings (``chatkit_otlp*``), or the errors."""
+    if not opts.chatkit_otlp.strip():
+        return None, []
+    from ..export.settings import settings_from_options
+
+    return settings_from_options(opts.chatkit_otlp, opts.chatkit_otlp_protocol, opts.chatkit_otlp_frames,
+                                 bool(opts.chatkit_otlp_content), opts.chatkit_otlp_queue)
 
 
 def parse_duration(text: str) -> float:
@@ -307,6 +334,8 @@ class Recorder:
                 redactor = make_redactor(profile, opts.chatkit_redact)
             except Exception as err:  # noqa: BLE001 - e.g. a bad name list
                 errors.append(f"chatkit_redact: {err}")
+        otlp, otlp_errors = _otlp_settings(opts)
+        errors += otlp_errors
         if errors:
             raise exceptions.OptionsError("; ".join(errors))
         self._redactor = redactor
@@ -328,6 +357,7 @@ class Recorder:
             derive=opts.chatkit_derive,
             derive_wait=float(opts.chatkit_derive_wait),
             test_raise=raises,
+            otlp=otlp,
             recorder_meta=meta,
             tuning=current_tuning(),
         )

@@ -121,6 +121,8 @@ class WriterConfig:
     derive: str = "live"  # live | end | off
     derive_wait: float = 30.0  # seconds a clean stop waits for the deriver
     test_raise: frozenset[str] = frozenset()
+    #: the live spans' settings (chatkit_otlp*: chatkit_trace.export.live.OTLPSettings), or None
+    otlp: Any = None
     #: what to store in the meta table about this recording
     recorder_meta: dict[str, Any] = field(default_factory=dict)
     #: module constants of the writer and the deriver, as the proxy has them

@@ -10,6 +10,7 @@ skips the tests that need it, or fails them when CHATKIT_REQUIRE_PEERS=1
   a2a_peer     -> harness.A2AServer     (a2a-sdk, v1.0 and v0.3)
   hermes_peer  -> harness.HermesServer  (hermes-agent + fake_llm.py)
   openai_peer  -> harness.OpenAIServer  (litellm proxy + fake_llm.py)
+  phoenix_peer -> harness.PhoenixServer (Arize Phoenix: an OTLP receiver with its own store and API)
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from .harness import (
     AdkServer,
     HermesServer,
     OpenAIServer,
+    PhoenixServer,
     a2a_server,
     adk_server,
     hermes_server,
     openai_server,
+    phoenix_server,
 )
 
 
@@ -57,4 +60,10 @@ def hermes_peer() -> Iterator[HermesServer]:
 @pytest.fixture(scope="session")
 def openai_peer() -> Iterator[OpenAIServer]:
     with openai_server() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="session")
+def phoenix_peer() -> Iterator[PhoenixServer]:
+    with phoenix_server() as srv:
         yield srv

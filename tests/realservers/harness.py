@@ -19,6 +19,8 @@ Servers (context managers; each yields a server object, see below)
                       ``fake_llm.py`` (peers/hermes, peers/openai) -> HermesServer
 ``openai_server()``   litellm proxy + ``fake_llm.py`` (peers/openai)
                       (alias ``litellm_server``)                   -> OpenAIServer
+``phoenix_server()``  Arize Phoenix, an OTLP receiver (HTTP and gRPC) with
+                      its own store and REST API (peers/phoenix)   -> PhoenixServer
 
 Each one: finds its env (``peer_env(name)``), picks a free port on
 127.0.0.1, starts the server in a new process group with offline settings
@@ -169,7 +171,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PEERS_DIR = REPO_ROOT / "peers"
-PEER_NAMES = ("adk", "a2a", "hermes", "openai")
+PEER_NAMES = ("adk", "a2a", "hermes", "openai", "phoenix")
 STAMP_FILE = ".chatkit-peer-stamp"
 
 HERMES_API_KEY = "chatkit-trace-local-key-0001"
@@ -1470,6 +1472,75 @@ def openai_server(*, timeout: float | None = None) -> Iterator[OpenAIServer]:
 
 litellm_server = openai_server
 
+
+# ---------------------------------------------------------------------------
+# Arize Phoenix: an OTLP receiver with its own store and API (issue 34)
+# ---------------------------------------------------------------------------
+class PhoenixServer(PeerServer):
+    """``otlp_http`` (base URL for HTTP/protobuf), ``otlp_grpc`` (host:port),
+    and the REST API: ``spans(project)`` (every span, paged)."""
+
+    name = "phoenix"
+
+    def __init__(self, *, port: int, grpc_port: int, workdir: Path, procs: list[PeerProcess]):
+        super().__init__(port=port, workdir=workdir, procs=procs)
+        self.grpc_port = grpc_port
+
+    @property
+    def otlp_http(self) -> str:
+        return self.base_url
+
+    @property
+    def otlp_grpc(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def spans(self, project: str = "default", *, limit: int = 1000) -> list[dict]:
+        """Every span Phoenix stored in ``project`` (REST ``/v1/projects/{p}/spans``)."""
+        out: list[dict] = []
+        cursor = None
+        while True:
+            query = f"limit={limit}" + (f"&cursor={cursor}" if cursor else "")
+            r = self.request("GET", f"/v1/projects/{project}/spans?{query}")
+            if r.status == 404:
+                return out
+            assert r.status == 200, r.summary()
+            data = r.json()
+            out += data.get("data", [])
+            cursor = data.get("next_cursor")
+            if not cursor:
+                return out
+
+    def wait_spans(self, count: int, project: str = "default", *, timeout: float = 30.0,
+                   where: Callable[[dict], bool] | None = None) -> list[dict]:
+        """The project's spans (those ``where`` keeps) once there are at least
+        ``count`` (Phoenix inserts what it received in batches, a moment later)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            spans = [s for s in self.spans(project) if where is None or where(s)]
+            if len(spans) >= count or time.monotonic() > deadline:
+                return spans
+            time.sleep(0.3)
+
+
+@contextlib.contextmanager
+def phoenix_server(*, timeout: float | None = None) -> Iterator[PhoenixServer]:
+    """Arize Phoenix (``arize-phoenix serve``) on free loopback ports, its store in a temp folder."""
+    env_dir = peer_env("phoenix")
+    with _peer_workdir("phoenix") as wd:
+        port, grpc_port = free_port(), free_port()
+        store = wd / "store"
+        store.mkdir()
+        argv = ["bash", _script("phoenix", "start.sh"), str(port), str(grpc_port), str(store)]
+        env = offline_env(wd, PEER_ENV=str(env_dir))
+        env.pop("OTEL_SDK_DISABLED", None)
+        proc = PeerProcess("phoenix", argv, env=env, cwd=wd, log=wd / "phoenix.log")
+        with _running([proc]) as procs:
+            srv = PhoenixServer(port=port, grpc_port=grpc_port, workdir=wd, procs=procs)
+            _wait_ready(procs, srv.url("/healthz"), timeout or start_timeout())
+            yield srv
+
+
 SERVERS: dict[str, Callable[..., contextlib.AbstractContextManager]] = {
     "adk": adk_server, "a2a": a2a_server, "hermes": hermes_server, "openai": openai_server,
+    "phoenix": phoenix_server,
 }
