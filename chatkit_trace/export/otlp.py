@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..analyze import Finding
+from ..masking import mask_derived_value
 from ._collect import FrameEvent, RunOut, SessionOut, TraceExport, TraceInfo
 from .settings import PROTOCOLS, endpoint_url, require_otel, resolve_protocol
 
@@ -123,7 +124,10 @@ def _ns(t: float | None) -> int:
 
 
 def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in attrs.items() if v is not None and v != [] and v != ""}
+    """The attributes worth sending, every text masked as derived text is
+    (decision 231: a finding's message or a run's text can hold a secret no
+    single frame held whole); every span and event attribute passes here."""
+    return {k: mask_derived_value(v) for k, v in attrs.items() if v is not None and v != [] and v != ""}
 
 
 # ---------------------------------------------------------------------------- spans

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import ExportError
+from ..masking import mask_derived, mask_derived_json, mask_derived_value
 from ._collect import FindingOut, RunOut, TraceExport, TraceInfo, date_of
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "ParquetSink", "schemas", "require_pyarrow"]
@@ -99,6 +100,21 @@ def schemas() -> dict[str, Any]:
     }
 
 
+#: columns that hold a JSON document (masked as JSON, so they stay parseable)
+_JSON_COLUMNS = frozenset({"fact", "detail"})
+
+
+def _mask_row(row: dict[str, Any]) -> None:
+    """Every text of ``row`` masked as derived text is before it is written
+    (decision 231): a fact's or finding's text joined from a stream can hold a
+    secret that no single frame held whole."""
+    for k, v in row.items():
+        if type(v) is str:
+            row[k] = mask_derived_json(v) if k in _JSON_COLUMNS else mask_derived(v)
+        elif type(v) is list:
+            row[k] = mask_derived_value(v)
+
+
 class _Table:
     """One table of one trace: a ParquetWriter per partition, written under a dot name."""
 
@@ -114,6 +130,7 @@ class _Table:
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
+            _mask_row(row)
             key = (row.pop("date"), row.pop("backend"))
             buf = self.buffers.setdefault(key, [])
             buf.append(row)

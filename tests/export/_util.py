@@ -38,3 +38,19 @@ def read_table(root: Path, table: str) -> list[dict[str, Any]]:
     import pyarrow.dataset as ds
 
     return ds.dataset(root / table, format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def with_split_secret(tmp: Path) -> Path:
+    """A copy of the openai recording whose answer streams :data:`SECRET` cut
+    across two events (frames 1 and 2 of exchange 0), as a trace recorded
+    before the recorder joined a stream's text (issue 32) may hold it: no
+    single frame holds the key whole, the decoded answer does."""
+    dst = tmp / "split.db"
+    shutil.copy(recorded("openai"), dst)
+    cut = len(SECRET) // 2
+    con = sqlite3.connect(dst)
+    with con:
+        for idx, old, new in ((1, '"Hello "', f'"Hello {SECRET[:cut]}"'), (2, '"from t"', f'"{SECRET[cut:]} from t"')):
+            con.execute("UPDATE frames SET text = replace(text, ?, ?), raw = NULL WHERE exchange_id = 0 AND idx = ?", (old, new, idx))
+    con.close()
+    return dst

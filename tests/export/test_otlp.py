@@ -182,3 +182,18 @@ def test_a_har_file_has_a_stable_uid_too(tmp_path):
         finally:
             loaded.close()
     assert uids[0] == uids[1] and len(uids[0]) == 32
+
+
+def test_a_secret_the_stream_only_shows_decoded_is_in_no_span(tmp_path):
+    """Masking at the spans' attributes (decision 231): the run's content joins
+    a key streamed in two halves; no attribute of any span or event holds it."""
+    from ._util import with_split_secret
+
+    _, spans = _spans(with_split_secret(tmp_path), content=True, frames_per_run=50)
+    texts = []
+    for s in spans:
+        texts += [str(v) for v in s.attributes.values()]
+        texts += [str(v) for e in s.events for v in (e.attributes or {}).values()]
+    joined = " ".join(texts)
+    assert "[REDACTED]" in joined  # the answer is exported, masked
+    assert SECRET not in joined

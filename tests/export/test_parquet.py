@@ -145,3 +145,19 @@ def test_without_pyarrow_it_says_what_to_install(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "pip install 'chatkit-trace[parquet]'" in err and err.count("\n") == 1
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_secret_the_stream_only_shows_decoded_is_in_no_file_of_the_dataset(tmp_path, capsys):
+    """Masking at the dataset's sink (decision 231): a key streamed in two
+    halves is in no file of the dataset, whole (each frame keeps its half, as
+    the trace does); a finding quoting the joined answer would be masked."""
+    from ._util import with_split_secret
+
+    trace = with_split_secret(tmp_path)
+    root = tmp_path / "dataset"
+    _export(capsys, root, trace, extra=("--content",))
+    cut = len(SECRET) // 2
+    for f in root.rglob("*.parquet"):
+        text = " ".join(str(v) for row in pq.read_table(f).to_pylist() for v in row.values())
+        assert SECRET not in text, f
+        assert SECRET[:cut] + SECRET[cut:] not in text
