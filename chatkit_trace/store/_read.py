@@ -8,7 +8,8 @@ small indexed one: nothing here loads a whole trace.
 
 Derived tables may be missing or half written (a trace not analysed yet, a
 side database being replaced): a read of them returns nothing instead of
-raising.  Rows come back as tuples in the order each method names.
+raising.  Rows come back named (:mod:`._rows`: ``row.settled_by``, never a
+column's position), built by SQLite's row factory.
 """
 
 from __future__ import annotations
@@ -18,32 +19,36 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..trace import Exchange
 from ..wire import Frame
 from ._db import FRAME_COLUMNS, exchange_from_row, frame_from_row
+from ._rows import (
+    ExchangeDetail,
+    ExchangeSummary,
+    FactCell,
+    FindingGroup,
+    FindingRow,
+    FrameDetail,
+    FrameFact,
+    FrameResult,
+    FrameResultDetail,
+    FrameSummary,
+    FrameTime,
+    HistoryRead,
+    HistoryReadAt,
+    RunRow,
+    SettledSnapshot,
+)
 from ._schema import QUEUE_TABLE
+
+R = TypeVar("R", bound=tuple[Any, ...])
 
 __all__ = ["EXCHANGE_SUMMARY", "TraceReader"]
 
 #: The columns of :meth:`TraceReader.exchange_summaries`, in order.
-EXCHANGE_SUMMARY = (
-    "id",
-    "capability",
-    "session_id",
-    "run_id",
-    "method",
-    "url",
-    "status",
-    "started_at",
-    "ended_at",
-    "transport",
-    "end",
-    "error",
-    "cursor",
-    "target_run_id",
-)
+EXCHANGE_SUMMARY = ExchangeSummary._fields
 #: A subscription's cursor is the route's, else the ``Last-Event-ID`` header an
 #: EventSource sends when it reconnects (``Exchange.resume_cursor``).
 _CURSOR_SQL = (
@@ -56,6 +61,17 @@ _FRAME_COLS = ", ".join(f'"{c}"' for c in FRAME_COLUMNS)
 #: A frame's place in time as the pipeline orders it: ``max(at, started_at)``, else ``started_at``.
 _FRAME_T = "CASE WHEN at THEN MAX(at, ?) ELSE ? END"
 _NOT_LOST = "('duplicate-event', 'no-change')"  # rejections that lose nothing
+
+
+def _named(conn: sqlite3.Connection, sql: str, params: Sequence[Any], row: type[Any]) -> sqlite3.Cursor:
+    """A cursor whose rows are ``row`` (a :mod:`._rows` ``NamedTuple``, built by
+    SQLite's row factory; ``tuple``: plain rows, for a read that only counts
+    or collects pairs)."""
+    cur = conn.cursor()
+    if row is not tuple:
+        make = row._make
+        cur.row_factory = lambda _cur, values: make(values)
+    return cur.execute(sql, list(params))
 
 
 def _session_filter(session: str, default_session: str | None) -> tuple[str, list[Any]]:
@@ -106,10 +122,10 @@ class TraceReader:
             self._local.dpath = self.derived_path
         return c
 
-    def _derived(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Rows of a derived table; none when the tables are missing."""
+    def _derived(self, sql: str, params: Sequence[Any], row: type[R]) -> list[R]:
+        """Rows of a derived table, named; none when the tables are missing."""
         try:
-            return self._dconn().execute(sql, list(params)).fetchall()
+            return _named(self._dconn(), sql, params, row).fetchall()
         except sqlite3.Error:
             return []
 
@@ -163,10 +179,11 @@ class TraceReader:
 
     # -- exchanges ----------------------------------------------------------------------
 
-    def exchange_summary(self, index: int) -> tuple[Any, ...] | None:
-        """One exchange's :data:`EXCHANGE_SUMMARY` columns (``cursor``: a
-    subscription's ``Last-Event-ID`` when its route names none)."""
-        return self._conn().execute(_SUMMARY_SQL + " WHERE id = ?", [index]).fetchone()
+    def exchange_summary(self, index: int) -> ExchangeSummary | None:
+        """One exchange's summary (``cursor``: a subscription's
+        ``Last-Event-ID`` when its route names none)."""
+        row: ExchangeSummary | None = _named(self._conn(), _SUMMARY_SQL + " WHERE id = ?", [index], ExchangeSummary).fetchone()
+        return row
 
     def exchange_summaries(
         self,
@@ -175,8 +192,8 @@ class TraceReader:
         session: str | None = None,
         default_session: str | None = None,
         run: tuple[str | None, str] | None = None,
-    ) -> list[tuple[Any, ...]]:
-        """:data:`EXCHANGE_SUMMARY` rows in time order: the classified ones
+    ) -> list[ExchangeSummary]:
+        """Exchange summaries in time order: the classified ones
         (``classified``), those of a ``session`` (see :func:`_session_filter`),
         those of a ``run`` ``(session id, run id)``."""
         parts: list[str] = []
@@ -191,7 +208,7 @@ class TraceReader:
             parts.append("session_id IS ? AND run_id = ?")
             params += list(run)
         sql = _SUMMARY_SQL + (" WHERE " + " AND ".join(parts) if parts else "") + " ORDER BY started_at, id"
-        return self._conn().execute(sql, params).fetchall()
+        return _named(self._conn(), sql, params, ExchangeSummary).fetchall()
 
     def session_exchanges(self, session: str, default_session: str | None) -> list[Exchange]:
         """The classified exchanges of ``session`` in time order, as
@@ -222,7 +239,7 @@ class TraceReader:
         which: the derive engine splits such a socket per event and records
         each session's own frames of it (``chatkit_trace.derive.TraceSessions``).
         None before the trace is derived."""
-        ids = [r[0] for r in self._derived("SELECT DISTINCT exchange_id FROM frame_results WHERE session_id = ?", [session])]
+        ids = [r[0] for r in self._derived("SELECT DISTINCT exchange_id FROM frame_results WHERE session_id = ?", [session], tuple)]
         if not ids:
             return []
         marks = ",".join("?" for _ in ids)
@@ -245,18 +262,11 @@ class TraceReader:
             params = [*params, *shared]
         return where, params
 
-    def exchange_detail(self, index: int) -> tuple[Any, ...] | None:
-        """``(method, url, status, request_headers, request_body,
-        response_headers, response_body, error, notes)`` of one exchange."""
-        return (
-            self._conn()
-            .execute(
-                "SELECT method, url, status, request_headers, request_body, response_headers, response_body, error, notes"
-                " FROM exchanges WHERE id = ?",
-                [index],
-            )
-            .fetchone()
-        )
+    def exchange_detail(self, index: int) -> ExchangeDetail | None:
+        """One exchange's request and response."""
+        sql = "SELECT " + ", ".join(ExchangeDetail._fields) + " FROM exchanges WHERE id = ?"
+        row: ExchangeDetail | None = _named(self._conn(), sql, [index], ExchangeDetail).fetchone()
+        return row
 
     def search(self, text: str, limit_exchanges: int = 100_000) -> set[int]:
         """Exchanges whose frames or request body contain ``text`` (a scan)."""
@@ -295,12 +305,14 @@ class TraceReader:
         )
         return [frame_from_row(r) for r in rows]
 
-    def frame_times(self, exchange: int, started_at: float) -> Iterator[tuple[int, float]]:
-        """``(idx, t)`` of an exchange's frames in replay order (``t``: the
-        frame's time as the pipeline orders it), streamed."""
-        yield from self._conn().execute(
+    def frame_times(self, exchange: int, started_at: float) -> Iterator[FrameTime]:
+        """An exchange's frames in replay order (``t``: the frame's time as the
+        pipeline orders it), streamed."""
+        yield from _named(
+            self._conn(),
             f"SELECT idx, {_FRAME_T} AS t FROM frames WHERE exchange_id = ? ORDER BY t, idx",
             [started_at, started_at, exchange],
+            FrameTime,
         )
 
     def frames_by_time(
@@ -323,30 +335,21 @@ class TraceReader:
             for r in rows:
                 yield r[-1], frame_from_row(r)
 
-    def frame_summaries(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]]:
-        """``(idx, at, event, event_id, text[:400], has_raw, direction, error)``
-        of frames ``first..last`` of an exchange."""
-        return (
-            self._conn()
-            .execute(
-                "SELECT idx, at, event, event_id, substr(text, 1, 400), raw IS NOT NULL, direction, error FROM frames"
-                " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
-                [exchange, first, last],
-            )
-            .fetchall()
-        )
+    def frame_summaries(self, exchange: int, first: int, last: int) -> list[FrameSummary]:
+        """Frames ``first..last`` of an exchange, their text cut to 400 characters."""
+        return _named(
+            self._conn(),
+            "SELECT idx, at, event, event_id, substr(text, 1, 400), raw IS NOT NULL, direction, error FROM frames"
+            " WHERE exchange_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+            [exchange, first, last],
+            FrameSummary,
+        ).fetchall()
 
-    def frame_detail(self, exchange: int, idx: int) -> tuple[Any, ...] | None:
-        """``(at, event, event_id, text, raw, start, end, error, transport, direction)`` of one frame."""
-        return (
-            self._conn()
-            .execute(
-                "SELECT at, event, event_id, text, raw, start, end, error, transport, direction FROM frames"
-                " WHERE exchange_id = ? AND idx = ?",
-                [exchange, idx],
-            )
-            .fetchone()
-        )
+    def frame_detail(self, exchange: int, idx: int) -> FrameDetail | None:
+        """One frame in full."""
+        sql = "SELECT " + ", ".join(FrameDetail._fields) + " FROM frames WHERE exchange_id = ? AND idx = ?"
+        row: FrameDetail | None = _named(self._conn(), sql, [exchange, idx], FrameDetail).fetchone()
+        return row
 
     def broken_frames(self, exchanges: Sequence[int]) -> set[tuple[int, int]]:
         """``(exchange, idx)`` of the frames of ``exchanges`` the wire layer could not read."""
@@ -368,18 +371,17 @@ class TraceReader:
             return False
 
     def finding_counts(self) -> dict[str, int]:
-        return dict(self._derived("SELECT severity, COUNT(*) FROM findings GROUP BY severity"))
+        return dict(self._derived("SELECT severity, COUNT(*) FROM findings GROUP BY severity", (), tuple))
 
     def has_findings(self) -> bool:
-        return bool(self._derived("SELECT 1 FROM findings LIMIT 1"))
+        return bool(self._derived("SELECT 1 FROM findings LIMIT 1", (), tuple))
 
     def findings(
         self, session: str | None = None, run: str | None = None, *, trace_wide: bool = False
-    ) -> list[tuple[Any, ...]]:
-        """``(code, severity, rule, session_id, run_id, frames, message,
-        fingerprint, detail)``, errors first: all, the trace-wide ones
+    ) -> list[FindingRow]:
+        """Stored findings, errors first: all, the trace-wide ones
         (``trace_wide``: no run), or those of ``session`` and ``run``."""
-        sql = "SELECT code, severity, rule, session_id, run_id, frames, message, fingerprint, detail FROM findings"
+        sql = "SELECT " + ", ".join(FindingRow._fields) + " FROM findings"
         params: list[Any] = []
         if trace_wide:
             sql += " WHERE run_id IS NULL"
@@ -387,28 +389,26 @@ class TraceReader:
             sql += " WHERE session_id = ? AND run_id IS ?"
             params = [session, run]
         sql += " ORDER BY CASE severity WHEN 'error' THEN 0 WHEN 'warning' THEN 1 ELSE 2 END, code, id"
-        return self._derived(sql, params)
+        return self._derived(sql, params, FindingRow)
 
-    def finding_groups(self) -> list[tuple[Any, ...]]:
-        """``(session_id, run_id, severity, code, count, JSON list of each finding's frames JSON)``."""
+    def finding_groups(self) -> list[FindingGroup]:
+        """The findings of each run, code and severity: how many, and their frames."""
         return self._derived(
             "SELECT session_id, run_id, severity, code, COUNT(*), json_group_array(frames) FROM findings"
-            " GROUP BY session_id, run_id, severity, code"
+            " GROUP BY session_id, run_id, severity, code",
+            (),
+            FindingGroup,
         )
 
-    def runs(self) -> list[tuple[Any, ...]]:
-        """``(session_id, run_id, status, origin, phase, connection, error,
-        interrupt_reason, created_at, settled_at, settled_by, exchanges,
-        frames, facts, rejected, first_at, last_at)`` of every derived run."""
-        return self._dconn().execute(
-            "SELECT session_id, run_id, status, origin, phase, connection, error, interrupt_reason, created_at,"
-            " settled_at, settled_by, exchanges, frames, facts, rejected, first_at, last_at FROM runs"
-        ).fetchall()
+    def runs(self) -> list[RunRow]:
+        """Every derived run."""
+        return _named(self._dconn(), "SELECT " + ", ".join(RunRow._fields) + " FROM runs", (), RunRow).fetchall()
 
-    def settled_snapshot(self, session: str, run: str) -> tuple[Any, ...] | None:
-        """``(settled_snapshot JSON, settled_by, settled_at)`` of a run."""
+    def settled_snapshot(self, session: str, run: str) -> SettledSnapshot | None:
+        """The snapshot a run settled with, what settled it and when."""
         rows = self._derived(
-            "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?", [session, run]
+            "SELECT settled_snapshot, settled_by, settled_at FROM runs WHERE session_id = ? AND run_id = ?", [session, run],
+            SettledSnapshot,
         )
         return rows[0] if rows else None
 
@@ -424,41 +424,42 @@ class TraceReader:
         except sqlite3.Error:
             return None
 
-    def frame_results(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]] | None:
-        """``(idx, state, error, shadow)`` of frames ``first..last`` (None: no derived tables)."""
+    def frame_results(self, exchange: int, first: int, last: int) -> list[FrameResult] | None:
+        """The derived state of frames ``first..last`` (None: no derived tables)."""
         try:
-            return (
-                self._dconn()
-                .execute(
-                    "SELECT idx, state, error, shadow FROM frame_results WHERE exchange_id = ? AND idx BETWEEN ? AND ?",
-                    [exchange, first, last],
-                )
-                .fetchall()
-            )
+            return _named(
+                self._dconn(),
+                "SELECT idx, state, error, shadow FROM frame_results WHERE exchange_id = ? AND idx BETWEEN ? AND ?",
+                [exchange, first, last],
+                FrameResult,
+            ).fetchall()
         except sqlite3.Error:
             return None
 
-    def fact_cells(self, exchange: int, first: int, last: int) -> list[tuple[Any, ...]]:
-        """``(frame_idx, kind, accepted, reason, detail)`` of the facts of frames ``first..last``, in order."""
+    def fact_cells(self, exchange: int, first: int, last: int) -> list[FactCell]:
+        """The facts of frames ``first..last``, in order."""
         return self._derived(
             "SELECT frame_idx, kind, accepted, reason, detail FROM facts WHERE exchange_id = ? AND frame_idx BETWEEN ? AND ?"
             " ORDER BY seq",
             [exchange, first, last],
+            FactCell,
         )
 
-    def frame_result(self, exchange: int, idx: int) -> tuple[Any, ...] | None:
-        """``(state, error, shadow, event_type, end_marker, unknown)`` of one frame."""
+    def frame_result(self, exchange: int, idx: int) -> FrameResultDetail | None:
+        """One frame's derived state in full."""
         rows = self._derived(
-            "SELECT state, error, shadow, event_type, end_marker, unknown FROM frame_results WHERE exchange_id = ? AND idx = ?",
+            "SELECT " + ", ".join(FrameResultDetail._fields) + " FROM frame_results WHERE exchange_id = ? AND idx = ?",
             [exchange, idx],
+            FrameResultDetail,
         )
         return rows[0] if rows else None
 
-    def frame_facts(self, exchange: int, idx: int) -> list[tuple[Any, ...]]:
-        """``(kind, accepted, reason, detail, fact JSON)`` of one frame's facts, in order."""
+    def frame_facts(self, exchange: int, idx: int) -> list[FrameFact]:
+        """One frame's facts in full, in order."""
         return self._derived(
             "SELECT kind, accepted, reason, detail, fact FROM facts WHERE exchange_id = ? AND frame_idx = ? ORDER BY seq",
             [exchange, idx],
+            FrameFact,
         )
 
     def problem_refs(self, session: str | None, run: str | None) -> set[tuple[int, int]]:
@@ -470,6 +471,7 @@ class TraceReader:
                 "SELECT exchange_id, frame_idx FROM facts WHERE session_id IS ? AND run_id IS ? AND accepted = 0"
                 f" AND reason NOT IN {_NOT_LOST}",
                 [session, run],
+                tuple,
             )
         )
         refs |= set(
@@ -477,20 +479,22 @@ class TraceReader:
                 "SELECT exchange_id, idx FROM frame_results WHERE session_id IS ? AND run_id IS ?"
                 " AND (state = 'error' OR shadow IS NOT NULL)",
                 [session, run],
+                tuple,
             )
         )
         return refs
 
     # -- derived: history -----------------------------------------------------------------
 
-    def history_read(self, exchange: int) -> tuple[Any, ...] | None:
-        """``(ok, error, rule, result JSON)`` of a history read."""
-        rows = self._derived("SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?", [exchange])
+    def history_read(self, exchange: int) -> HistoryRead | None:
+        """A history read's outcome."""
+        rows = self._derived("SELECT ok, error, rule, result FROM history_reads WHERE exchange_id = ?", [exchange], HistoryRead)
         return rows[0] if rows else None
 
-    def history_reads(self, session: str) -> list[tuple[Any, ...]]:
-        """``(exchange_id, at, ok, error, result JSON)`` of a session's history reads in time order."""
+    def history_reads(self, session: str) -> list[HistoryReadAt]:
+        """A session's history reads in time order."""
         return self._derived(
             "SELECT exchange_id, at, ok, error, result FROM history_reads WHERE session_id = ? ORDER BY at, exchange_id",
             [session],
+            HistoryReadAt,
         )
