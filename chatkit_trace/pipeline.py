@@ -160,7 +160,7 @@ def read_scope(exchange: Exchange) -> str:
     a read that names a run, ``session`` otherwise."""
     note = (exchange.notes or {}).get("identity")
     scope = note.get("scope") if isinstance(note, dict) else None
-    if scope in SCOPES:
+    if isinstance(scope, str) and scope in SCOPES:
         return scope
     if exchange.cursor:
         return "page"
@@ -1014,9 +1014,10 @@ def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
             changed = True
     if not changed:
         return fact
-    return MessageFact._make(  # type: ignore[attr-defined]  # core._values adds _make
+    made: MessageFact = MessageFact._make(  # type: ignore[attr-defined]  # core._values adds _make
         fact.session_id, fact.run_id, fact.event_id, fact.source_sequence, fact.position, fact.at, message.with_parts(tuple(parts))
     )
+    return made
 
 
 #: Where the session of a stream of one session comes from: its request or its reply.

@@ -54,7 +54,7 @@ def folder() -> Path:
         os.chmod(_folder, 0o700)
         _pid = os.getpid()
         if not _handled.get("atexit"):
-            _handled["atexit"] = True  # type: ignore[index]
+            _handled["atexit"] = True
             atexit.register(cleanup)
     guard()
     return _folder

@@ -539,56 +539,37 @@ class TraceData:
     def _derived_runs(self) -> list[RunInfo]:
         # long-function: the runs table derived in one pass over exchanges and facts
         per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
-        for sid, rid, sev, code, n, frames in self.reader.finding_groups():
-            c = per.setdefault((sid, rid), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
-            c[sev] = c.get(sev, 0) + n
-            c["codes"].add(code)
-            c["refs"].extend(ref for fr in (_loads(frames, []) or []) for ref in (_loads(fr, []) or []))
+        for g in self.reader.finding_groups():
+            c = per.setdefault((g.session_id, g.run_id), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
+            c[g.severity] = c.get(g.severity, 0) + g.n
+            c["codes"].add(g.code)
+            c["refs"].extend(ref for fr in (_loads(g.frames, []) or []) for ref in (_loads(fr, []) or []))
         out = []
         for row in self.reader.runs():
-            (
-                sid,
-                rid,
-                status,
-                origin,
-                phase,
-                conn,
-                error,
-                ireason,
-                created,
-                settled_at,
-                settled_by,
-                exs,
-                frames,
-                facts,
-                rejected,
-                first_at,
-                last_at,
-            ) = row
-            c = per.get((sid, rid), {})
-            exchanges = tuple(_loads(exs, []) or [])
+            c = per.get((row.session_id, row.run_id), {})
+            first_at, last_at = row.first_at, row.last_at
             out.append(
                 RunInfo(
-                    sid,
-                    rid,
-                    display_status(status, conn),
-                    origin,
-                    conn,
-                    phase,
+                    row.session_id,
+                    row.run_id,
+                    display_status(row.status, row.connection),
+                    row.origin,
+                    row.connection,
+                    row.phase,
                     (last_at - first_at) if first_at is not None and last_at is not None else None,
-                    frames or 0,
-                    facts or 0,
-                    rejected or 0,
+                    row.frames or 0,
+                    row.facts or 0,
+                    row.rejected or 0,
                     c.get("error", 0),
                     c.get("warning", 0),
                     c.get("info", 0),
                     tuple(sorted(c.get("codes", ()))),
-                    first_at if first_at is not None else (created or 0) / 1000.0,
-                    exchanges,
-                    settled_by,
-                    settled_at,
-                    _loads(error),
-                    ireason,
+                    first_at if first_at is not None else (row.created_at or 0) / 1000.0,
+                    tuple(_loads(row.exchanges, []) or []),
+                    row.settled_by,
+                    row.settled_at,
+                    _loads(row.error),
+                    row.interrupt_reason,
                 )
             )
         # runs a finding names that the Core never started (e.g. the send failed at the HTTP level, CK110)

@@ -486,7 +486,7 @@ def _answer(state: dict[str, Any], run_id: str) -> _Answer:
     answer = state.get("answer")
     if answer is None:
         answer = state["answer"] = _Answer(run_id)
-    return answer  # type: ignore[no-any-return]
+    return answer
 
 
 def _phase(state: dict[str, Any], phase: str, out: list[ProtocolUpdate]) -> None:

@@ -26,7 +26,7 @@ Rows = dict[str, list[dict[str, Any]]]
 #: the call's cost, once per fact row).  No circular-reference check: rows
 #: are JSON values built from frozen facts, never circular.
 _ENCODE = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-    None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True  # type: ignore[attr-defined]
+    None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
 ) if json.encoder.c_make_encoder is not None else None  # type: ignore[attr-defined]
 
 
@@ -43,7 +43,7 @@ def fact_summary(fact: Any) -> dict[str, Any]:
     always recomputable from the frames (``redecode``)."""
     if type(fact) is MessageFact and type(fact.message) is RuntimeMessage and not fact.message.extra:
         return _message_summary(fact)
-    data = fact.to_json()
+    data: dict[str, Any] = fact.to_json()
     for key in ("kind", "sessionId", "runId", "eventId"):  # already columns of the row
         data.pop(key, None)
     message = data.get("message")
@@ -94,7 +94,7 @@ def _run_part(snapshot: Any, run_id: str) -> dict[str, Any]:
     """The part of a snapshot that belongs to one run (its messages and view):
     what the live-vs-history comparison needs, without repeating the whole
     session per run."""
-    data = snapshot.to_json()
+    data: dict[str, Any] = snapshot.to_json()
     data["messages"] = [m for m in data["messages"] if m.get("runId") == run_id]
     data["runs"] = [r for r in data["runs"] if r.get("id") == run_id]
     return data

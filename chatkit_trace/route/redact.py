@@ -321,7 +321,7 @@ class Redactor:
     def _redact_body(self, body: bytes, ctype: str) -> bytes:
         if isinstance(body, str):  # tolerate text
             out = self._redact_body(body.encode("utf-8", "surrogatepass"), ctype)
-            return out  # type: ignore[return-value]
+            return out
         if "x-www-form-urlencoded" in ctype:
             try:
                 text = body.decode("ascii")

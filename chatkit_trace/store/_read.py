@@ -293,7 +293,7 @@ class TraceReader:
         hit = self._last_at.get(exchange)
         if hit is not None and hit[0] == last:
             return hit[1]
-        at = conn.execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()[0]
+        at: float | None = conn.execute("SELECT MAX(at) FROM frames WHERE exchange_id = ?", [exchange]).fetchone()[0]
         self._last_at[exchange] = (last, at)
         return at
 
