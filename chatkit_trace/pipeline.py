@@ -56,6 +56,7 @@ from .core import (
     MessageFact,
     ReasoningPart,
     RuntimeMessage,
+    RunView,
     Snapshot,
     TextPart,
 )
@@ -216,6 +217,10 @@ class RunRecord:
     #: live stream had shown of it so far, and where.
     live: Snapshot | None = None
     live_at: tuple[int, int | None] | None = None
+    #: A history read dropped the run (a settled run it did not name, with
+    #: its messages: decisions.md 272): that read's exchange index and the
+    #: run's last view.  The trace still lists the run; the UI no longer shows it.
+    dropped: tuple[int, RunView] | None = None
 
 
 @dataclass
@@ -270,6 +275,18 @@ class SessionReplay:
     #: (:meth:`Replayer.settle_live`) only before the Core moves on: one
     #: snapshot per change of run or command instead of one per fact.
     pending_live: RunRecord | None = None
+
+    def run_views(self) -> list[RunView]:
+        """Every run of the session at the end: the Core's, in its order, then
+        the runs a history read dropped with their messages (decisions.md
+        272), as they last stood: the trace had them though the UI no longer
+        shows them."""
+        views = list(self.core.snapshot.runs)
+        shown = {v.id for v in views}
+        views.extend(
+            rec.dropped[1] for rid, rec in self.runs.items() if rec.dropped is not None and rid not in shown
+        )
+        return views
 
 
 @dataclass
@@ -445,7 +462,9 @@ class Replayer:
             self.run_record(s, run_id).exchanges.append(exchange.index)
             view = s.core.run_view(run_id)
             if view is None and not exchange.failed:
-                s.core.register_run(run_id=run_id, at=at)
+                # What chatkit's resumeActiveRun starts: a resumed run, which
+                # may continue history's answer (decisions.md 270).
+                s.core.register_run(run_id=run_id, at=at, resume=True)
             elif view is not None and view.terminal:
                 # chatkit never resumes a settled run (R8.3): what this stream
                 # carries is decoded in the shadow only.
@@ -565,8 +584,14 @@ class Replayer:
             except Exception as err:  # noqa: BLE001 - decode_history raised on this body
                 error = f"decode_history failed: {type(err).__name__}: {err}"
             if result is not None:
-                command = s.core.apply_history(result, at=started * 1000.0)
+                scope = "session" if socket else read_scope(exchange)
+                # A read covering one run (A2A tasks/get) or one page replaces
+                # only what it covers (docs/history.md); a session read is
+                # chatkit's refresh, the whole conversation.
+                covers = None if scope == "session" else ([exchange.run_id] if exchange.run_id else [])
+                command = s.core.apply_history(result, at=started * 1000.0, covers=covers)
                 self._note_settled(s, "history", started)
+                self._note_dropped(s, before, exchange.index)
         hist = HistoryRecord(
             exchange.index, s.session_id, result, error, command, before, s.core.snapshot, started,
             "session" if socket else read_scope(exchange), None if socket else exchange.run_id, baselines,
@@ -577,6 +602,18 @@ class Replayer:
         if not socket:
             rec.history = hist
         return hist
+
+    def _note_dropped(self, s: SessionReplay, before: Snapshot, index: int) -> None:
+        """Remember the runs a read dropped (decisions.md 272) and forget the
+        drop of a run a later read brings back."""
+        now = s.core.snapshot
+        for view in before.runs:
+            if now.run(view.id) is None:
+                self.run_record(s, view.id).dropped = (index, view)
+        for view in now.runs:
+            rec = s.runs.get(view.id)
+            if rec is not None and rec.dropped is not None:
+                rec.dropped = None
 
     def status(self, s: SessionReplay, exchange: Exchange) -> None:
         run_id = exchange.run_id

@@ -264,7 +264,9 @@ def fact_line(kind: str, accepted: bool, reason: str | None, detail: str | None)
 
 def run_line(view: RunView | None, run_id: str) -> str:
     if view is None:
-        return f"[b]run {esc(run_id)}[/b] [$text-muted]not started yet[/]"
+        # not in the UI's snapshot: not started yet, or a refresh that does not
+        # name the settled run dropped it with its messages (decisions.md 272)
+        return f"[b]run {esc(run_id)}[/b] [$text-muted]not shown: not started yet, or dropped by a history read[/]"
     from .data import display_status
 
     status = display_status(view.status, view.connection)

@@ -64,8 +64,17 @@ class Context:
                 yield sid, rec, s.core.snapshot
 
     def run_view(self, session_id: str | None, run_id: str) -> Any:
+        """The run's final view; for a run a history read dropped with its
+        messages (decisions.md 272), its last view before that read."""
         s = self.replay.sessions.get(cast(str, session_id))  # None: no such session
-        return s.core.snapshot.run(run_id) if s else None
+        if s is None:
+            return None
+        view = s.core.snapshot.run(run_id)
+        if view is None:
+            rec = s.runs.get(run_id)
+            if rec is not None and rec.dropped is not None:
+                return rec.dropped[1]
+        return view
 
     def settled_later(self, session_id: str | None, run_id: str) -> str | None:
         """How a run was settled at all in the trace (fact, history, status), or None."""
@@ -73,7 +82,7 @@ class Context:
         if s is None:
             return None
         rec = s.runs.get(run_id)
-        view = s.core.snapshot.run(run_id)
+        view = self.run_view(session_id, run_id)
         if view is not None and view.terminal:
             return (rec.settled_by if rec else None) or "fact"
         return None

@@ -50,8 +50,9 @@ def invalid_messages(ctx: Context) -> Iterator[Finding]:
                     session_id=sid,
                     run_id=None,
                     frames=[frame_ref(h.exchange_index, None)],
-                    message=f"History read {h.exchange_index} holds an invalid message ({h.command.rule}): the whole batch "
-                    "is rejected and the session shows nothing.",
+                    message=f"History read {h.exchange_index} holds an invalid "
+                    f"{'run snapshot' if str(h.command.rule).startswith('run-snapshot') else 'message'} ({h.command.rule}): "
+                    "the whole batch is rejected and the session shows nothing.",
                     detail={"rule": h.command.rule, "error": h.command.error, "source": "history"},
                     keys=[h.exchange_index, h.command.rule],
                 )
@@ -82,16 +83,21 @@ def unusable_errors(ctx: Context) -> Iterator[Finding]:
                         session_id=rec.fact.session_id,
                         run_id=rec.fact.run_id,
                         frames=[frame_ref(rec.exchange_index, rec.frame_index)],
-                        message=f"Tool call {part.tool_call_id} failed with an error that has no usable code or message; "
-                        "the UI shows UNKNOWN.",
+                        message=f"Tool call {part.tool_call_id} failed with an error that has {_unusable(raw)}; "
+                        f"the UI shows UNKNOWN: {err.message!r}.",
                         detail={"tool_call": part.tool_call_id, "raw": err.cause},
                         keys=["tool", str(part.tool_call_id)],
                     )
         if isinstance(rec.fact, FailedFact) and rec.result.accepted:
             err = to_run_error(rec.fact.error)
             fallback, sent = fallback_sent(rec.fact.error)
-            if err.code == "UNKNOWN" and not (isinstance(rec.fact.error, dict) and rec.fact.error.get("code") == "UNKNOWN"):
-                message = "The run failed with an error that has no usable code or message; the UI shows UNKNOWN."
+            if err.code == "UNKNOWN" and not (isinstance(rec.fact.error, Mapping) and rec.fact.error.get("code") == "UNKNOWN"):
+                # An empty message is as unusable as a missing code: the Core
+                # reads both alike (decisions.md 273).
+                message = (
+                    f"The run failed with an error that has {_unusable(rec.fact.error)}: the Core falls back to "
+                    f"UNKNOWN and the failure card shows {err.message!r}."
+                )
                 detail = {"raw": err.cause if err.cause is not ABSENT else None}
             elif fallback:
                 message = (
@@ -99,9 +105,6 @@ def unusable_errors(ctx: Context) -> Iterator[Finding]:
                     f"adapter's fallback {err.message!r}."
                 )
                 detail = {"sent": sent, "shown": {"code": err.code, "message": err.message}}
-            elif not err.message.strip():
-                message = f"The run failed with code {err.code!r} and an empty message: the failure card has no reason."
-                detail = {"sent": {"code": err.code, "message": err.message}}
             else:
                 continue
             yield make_finding(
@@ -113,6 +116,33 @@ def unusable_errors(ctx: Context) -> Iterator[Finding]:
                 detail=detail,
                 keys=["failed"],
             )
+
+
+def _unusable(raw: object) -> str:
+    """What makes an error unusable (R5.1), in the words of the finding."""
+    if isinstance(raw, RunError):
+        raw = raw.to_json()
+    if not isinstance(raw, Mapping):
+        sent = "nothing" if raw is None else json.dumps(thaw(raw), default=str)[:80]
+        return f"no code and no message (the backend sent {sent})"
+    code, text = raw.get("code", ABSENT), raw.get("message", ABSENT)
+    wrong = []
+    if code is ABSENT or code is None:
+        wrong.append("no code")
+    elif not isinstance(code, str):
+        wrong.append(f"a {type(code).__name__} code {code!r} (codes are strings)")
+    elif not code.strip():
+        wrong.append("an empty code")
+    if text is ABSENT or text is None:
+        wrong.append("no message")
+    elif not isinstance(text, str):
+        wrong.append(f"a {type(text).__name__} message")
+    elif not text.strip():
+        wrong.append("an empty message")
+    retryable = raw.get("retryable", None)
+    if retryable is not None and not isinstance(retryable, bool):
+        wrong.append(f"retryable {retryable!r} (not a boolean)")
+    return " and ".join(wrong) or "no usable code or message"
 
 
 def _sent(value: object) -> str:

@@ -472,7 +472,7 @@ def import_file(
 
     def count(derived: Any) -> None:
         sessions.update(derived.replay.sessions)
-        result.runs += sum(len(s.core.snapshot.runs) for s in derived.replay.sessions.values())
+        result.runs += sum(len(s.run_views()) for s in derived.replay.sessions.values())
 
     derived = Deriver(store, adapter, capabilities=profile.capabilities).run(write_to=store, analyse=False, on_session=count)
     store.commit()

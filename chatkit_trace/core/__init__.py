@@ -36,6 +36,7 @@ from ._facts import (
     PhaseFact,
     WorkItemFact,
     fact_from_json,
+    is_run_error,
     rejected,
     to_run_error,
 )
@@ -152,6 +153,7 @@ __all__ = [
     "rejected",
     "run_error_from_json",
     "thaw",
+    "is_run_error",
     "to_run_error",
     "work_item_from_json",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "OUTPUT_KINDS",
     "TERMINAL_KINDS",
     "fact_from_json",
+    "is_run_error",
     "to_run_error",
 ]
 
@@ -277,34 +278,42 @@ def fact_from_json(obj: Mapping[str, Any]) -> Fact:
 # --------------------------------------------------------------------------- toRunError
 
 
+def _said(value: Any) -> bool:
+    """A string that says something: not empty, not only white space."""
+    return isinstance(value, str) and bool(value.strip())
+
+
+def is_run_error(value: Any) -> bool:
+    """A well-formed RunError (seed 000 §5): ``code`` and ``message`` strings
+    that say something, ``retryable`` absent or a bool (decisions.md 4, 273)."""
+    if isinstance(value, RunError):
+        return _said(value.code) and _said(value.message) and (value.retryable is None or isinstance(value.retryable, bool))
+    if isinstance(value, Mapping):
+        retryable = value.get("retryable", None)
+        return _said(value.get("code")) and _said(value.get("message")) and (retryable is None or isinstance(retryable, bool))
+    return False
+
+
 def to_run_error(value: Any) -> RunError:
     """chatkit's ``toRunError`` safety net (SPEC R5.3).
 
-    A well-formed value (``code`` a non-empty string, ``message`` a string,
-    ``retryable`` absent or a bool) becomes a :class:`RunError` unchanged.
-    Anything else, a numeric code included (docs/decisions.md: the type says
-    ``code: string``; adapters convert JSON-RPC's ``-32603`` themselves),
-    becomes ``code: "UNKNOWN"`` with the raw value as ``cause``.
+    A well-formed value (:func:`is_run_error`: ``code`` a string that says
+    something, ``message`` a sentence, ``retryable`` absent or a bool) becomes
+    a :class:`RunError` unchanged.  Anything else becomes ``code: "UNKNOWN"``
+    with the raw value as ``cause``: a numeric code (docs/decisions.md 4: the
+    type says ``code: string``; adapters convert JSON-RPC's ``-32603``
+    themselves), and an empty or blank ``code`` or ``message`` alike (decisions.md
+    273: seed 000 §5 "code … 机器可读、稳定", "message … 给人看的一句话，界面直接渲染";
+    an empty string is neither, which is what CK302 reports).
     """
-    if isinstance(value, RunError):
-        if isinstance(value.code, str) and value.code and isinstance(value.message, str):
+    if is_run_error(value):
+        if isinstance(value, RunError):
             return value
-        raw: Any = value.to_json()
-    elif isinstance(value, Mapping):
-        code, message, retryable = value.get("code"), value.get("message"), value.get("retryable", None)
-        if (
-            isinstance(code, str)
-            and code
-            and isinstance(message, str)
-            and (retryable is None or isinstance(retryable, bool))
-        ):
-            return RunError(code, message, retryable, freeze(value.get("cause", ABSENT)))
-        raw = value
-    else:
-        raw = value
+        return RunError(value["code"], value["message"], value.get("retryable", None), freeze(value.get("cause", ABSENT)))
+    raw: Any = value.to_json() if isinstance(value, RunError) else value
     message = "The run failed with an error the backend did not describe."
-    if isinstance(raw, Mapping) and isinstance(raw.get("message"), str) and raw.get("message"):
+    if isinstance(raw, Mapping) and _said(raw.get("message")):
         message = raw["message"]
-    elif isinstance(raw, str) and raw:
+    elif _said(raw):
         message = raw
     return RunError("UNKNOWN", message, None, freeze(raw))

@@ -425,6 +425,24 @@ class ChatCore:
         self._run_views = None
         return run
 
+    @staticmethod
+    def _foreign(run: _Run, msg: RuntimeMessage) -> str | None:
+        """Why ``run`` may not write into ``msg``, a message that is not its
+        own (``None``: it may).  Message ids are unique in the session (seed
+        000 §4.1 "消息 id 在会话内唯一"): a message of another run is that run's,
+        and a message of no run (a history message without ``runId``, a
+        host's insert) is no new run's either.  Only a resumed run continues
+        history's answer (§8 "适配器要保证续接回来的内容接在历史里已有的那条回答后面：
+        消息 id、part id 沿用历史里的"): an assistant message of no run
+        (decisions.md 270)."""
+        if msg.run_id is not None:
+            return f"id belongs to run {msg.run_id!r}"
+        if run.view.via == "resume" and msg.role == "assistant":
+            return None
+        if msg.role != "assistant":
+            return f"id belongs to a {msg.role} message of no run (only a resumed run continues history's answer)"
+        return "id belongs to a message of no run (only a resumed run continues history's answer)"
+
     def _running_run(self) -> _Run | None:
         for run in self._runs.values():
             if run.view.status == RUNNING:
@@ -474,12 +492,15 @@ class ChatCore:
         pos = self._index.get(msg.id) if type(msg.id) is str else None
         old = self._messages[pos] if pos is not None else None
         err = check_message(msg, "live", old)
-        if err is None and old is not None and old.run_id is not None and old.run_id != run_id:
+        if err is None and old is not None and old.run_id != run_id:
             # Message ids are unique in the session (seed 000 §4.1): an id of
-            # another run's message rejects the whole message (decisions.md 97).
-            err = InvalidMessageError(
-                "message-id-unique", msg.id, None, "live", f"id belongs to run {old.run_id!r}"
-            )
+            # another run's message rejects the whole message (decisions.md
+            # 97), and so does the id of a message of no run (history's, a
+            # host's) unless a resumed run continues history's answer (§8;
+            # decisions.md 270).
+            why = self._foreign(run, old)
+            if why is not None:
+                err = InvalidMessageError("message-id-unique", msg.id, None, "live", why)
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
@@ -569,8 +590,10 @@ class ChatCore:
             if pos < 0:
                 return rejected(R.INVALID_TRANSITION, f"delta to missing message {message_id!r}")
             msg = self._messages.get(pos)  # the index holds valid positions only
-        if msg.run_id is not None and msg.run_id != run_id:
-            return rejected(R.INVALID_TRANSITION, f"message {message_id!r} belongs to run {msg.run_id!r}")
+        if msg.run_id != run_id:
+            why = self._foreign(run, msg)
+            if why is not None:
+                return rejected(R.INVALID_TRANSITION, f"delta to message {message_id!r}: {why}")
         if tail is None:
             parts = msg.parts
             i = len(parts) - 1
@@ -889,9 +912,14 @@ class ChatCore:
         return ACCEPTED
 
     def register_run(
-        self, *, run_id: str, session_id: str | None = None, at: float | None = None
+        self, *, run_id: str, session_id: str | None = None, at: float | None = None, resume: bool = False
     ) -> FactResult:
-        """A run the page did not start (passive run, R2.6, R11.2)."""
+        """A run the page did not start (passive run, R2.6, R11.2).
+
+        ``resume=True`` registers it as resumed (``via`` ``resume``, R8.3):
+        a replay of recorded traffic in which the client resumed a run it did
+        not know, what :meth:`resume_active_run` starts in chatkit.  A resumed
+        run may continue history's answer (decisions.md 270)."""
         if self._disposed:
             return _REJ_DISPOSED
         if session_id is not None and session_id != self.session_id:
@@ -901,9 +929,25 @@ class ChatCore:
         run = self._runs.get(run_id)
         if run is not None:
             return _REJ_SEALED if run.sealed else _REJ_NO_CHANGE
-        self._new_run(
-            RunView(run_id, RUNNING, origin="remote", connection="connected", created_at=self._now(at), via=None)
+        active = self._history.active_run
+        resumed_from = (
+            active.event_id
+            if resume and active is not ABSENT and active is not None and active.run_id == run_id
+            else None
         )
+        self._new_run(
+            RunView(
+                run_id,
+                RUNNING,
+                origin="remote",
+                connection="connected",
+                created_at=self._now(at),
+                via="resume" if resume else None,
+                resumed_from=resumed_from,
+            )
+        )
+        if resume:  # as resume_active_run: the run's messages history holds are its own
+            self._runs[run_id].message_ids = {m.id for m in self._messages if m.run_id == run_id}
         self._publish()
         return ACCEPTED
 
@@ -1438,18 +1482,34 @@ class ChatCore:
                 settled.append(run)
         return settled
 
-    def apply_history(self, result: HistoryResult | Mapping[str, Any], *, at: float | None = None) -> CommandResult:
+    def apply_history(
+        self,
+        result: HistoryResult | Mapping[str, Any],
+        *,
+        at: float | None = None,
+        covers: Collection[str] | None = None,
+    ) -> CommandResult:
         """``history.refresh()``: history replaces the settled baseline (R8,
         decisions.md 10); messages of runs still active here stay after it.  A
         run this read reports finished is settled with history's content
-        (decisions.md 98).  Runs follow the conversation: history's order,
-        then the runs history does not name.  An invalid batch is rejected
-        whole (R3.7) and changes nothing."""
+        (decisions.md 98); a settled run it does not name goes with its
+        messages (decisions.md 272).  Runs follow the conversation: history's
+        order, then the runs still active here.  An invalid batch is rejected
+        whole (R3.7) and changes nothing.
+
+        ``covers`` (chatkit-trace's, for replaying a protocol whose history
+        read covers one run, docs/history.md: A2A ``tasks/get``) names the
+        runs the read covers besides the ones it names: only their messages
+        and records are the read's to replace; the other runs and messages
+        stay as they are, and the read does not reorder runs.  chatkit's own
+        refresh is ``covers=None``: the whole conversation."""
+        # long-function: one refresh's steps in their order (messages, runs settled, runs dropped, order, session, view)
         read = self._read_history(result)
         if isinstance(read, CommandResult):
             return read
         result = read
         snaps = self._terminal_snapshots(result)
+        scope = None if covers is None else set(covers) | self._named_runs(result)
         # Runs this read settles: their content is history's, as for any
         # settled run ("终态事件或历史终态确认后才结束运行"; "history 可补齐最终内容").
         settling = {snap.id for snap in snaps if (r := self._runs.get(snap.id)) is not None and self._calibrates(r, snap.status)}
@@ -1461,15 +1521,21 @@ class ChatCore:
         # at any time and must not rewind what is being streamed).
         merged = [live.get(m.id, m) for m in result.messages]
         live_tail = [m for m in live.values() if m.id not in history_ids]
-        self._messages = PVec(merged + live_tail)
+        if scope is None:
+            self._messages = PVec(merged + live_tail)
+        else:
+            self._messages = PVec(self._outside(scope, history_ids, merged + live_tail))
         self._rebuild_index()
-        self._exec_tools = {mid: parts for mid, parts in self._exec_tools.items() if mid in live}
+        self._exec_tools = {
+            mid: parts for mid, parts in self._exec_tools.items() if mid in live or (scope is not None and mid in self._index)
+        }
         self._reindex_runs()
         known = set(self._runs)
         settled = self._apply_run_snapshots(snaps, at)
-        self._merge_order(self._history_order(result.messages, snaps), known, "newest" if result.has_more else "whole")
-        if result.session is not ABSENT:
-            self._session_info = result.session
+        self._drop_unnamed_runs(result, scope)
+        if scope is None:
+            self._merge_order(self._history_order(result.messages, snaps), known, "newest" if result.has_more else "whole")
+        self._read_session(result)
         self._history = HistoryView(
             loaded=True,
             cursor=result.cursor if result.cursor is not ABSENT else None,
@@ -1482,6 +1548,64 @@ class ChatCore:
             self._emit_event("run_settled", run, status=run.view.status)
         self._dispatch_next(at)
         return _DONE
+
+    def _outside(self, scope: set[str], history_ids: set[str], read: list[RuntimeMessage]) -> list[RuntimeMessage]:
+        """The message list after a read covering only the runs in ``scope``:
+        the messages of other runs (and of no run) stay where they are; the
+        read's go where the first covered message was, else last."""
+        out: list[RuntimeMessage] = []
+        placed = False
+        for m in self._messages:
+            if m.run_id in scope or m.id in history_ids:
+                if not placed:
+                    out.extend(read)
+                    placed = True
+                continue
+            out.append(m)
+        if not placed:
+            out.extend(read)
+        return out
+
+    @staticmethod
+    def _named_runs(result: HistoryResult) -> set[str]:
+        """The runs a history read names: by a message, a run snapshot or as its active run."""
+        named = {m.run_id for m in result.messages if isinstance(m.run_id, str)}
+        if result.run_snapshots is not ABSENT:
+            named.update(snap.id for snap in result.run_snapshots)
+        active = result.active_run
+        if active is not ABSENT and active is not None:
+            named.add(active.run_id)
+        return named
+
+    def _drop_unnamed_runs(self, result: HistoryResult, scope: set[str] | None = None) -> None:
+        """A refresh replaces the baseline (decisions.md 10): a settled run it
+        does not name (no message of it, no run snapshot, not the active run)
+        has lost its messages, and loses its record with them, failure card
+        included.  Messages and run records go together (seed 000 §8
+        "历史只从后端来"; §10.3 "替换目标轮次及之后的消息与运行记录"; decisions.md
+        272): an older page's runs come back with that page (``load_more``); a
+        run the backend never stored is gone, as after a reload.  Runs still
+        active here keep their messages and their records; a read covering
+        some runs only (``scope``) drops none of the others."""
+        named = self._named_runs(result)
+        gone = [
+            rid
+            for rid, run in self._runs.items()
+            if rid not in named and not run.view.active and (scope is None or rid in scope)
+        ]
+        for rid in gone:
+            del self._runs[rid]
+        if gone:
+            self._run_views = None
+
+    def _read_session(self, result: HistoryResult) -> None:
+        """The session summary of a history read; a read without one says the
+        status is unknown (seed 000 §8 "session?: SessionInfo; // 当前会话摘要，
+        未提供状态为 unknown"), it does not keep an older read's (decisions.md 271)."""
+        if result.session is not ABSENT:
+            self._session_info = result.session
+        else:
+            self._session_info = SessionInfo(self.session_id, "unknown")
 
     def load_more(self, result: HistoryResult | Mapping[str, Any], *, at: float | None = None) -> CommandResult:
         """``history.loadMore()``: an older page goes before what is shown, its
@@ -1504,6 +1628,7 @@ class ChatCore:
         snaps = self._terminal_snapshots(read)
         settled = self._apply_run_snapshots(snaps, at)
         self._merge_order(self._history_order(read.messages, snaps), known, "older")
+        self._read_session(read)
         self._history = replace(
             self._history,
             loaded=True,

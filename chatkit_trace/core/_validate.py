@@ -33,7 +33,8 @@ rule                        broken when
 ``media-placement``         ``placement`` is not ``inline`` or ``separate`` (R4.6)
 ``media-source``            ``source`` is not a URL/data string or {url|data|reference} (R4.6)
 ``media-field``             ``attachmentId``/``name`` not strings, ``size`` not an integer >= 0
-``run-snapshot``            a history run snapshot lacks an id or a known status (R8.1a)
+``run-snapshot``            a history run snapshot lacks an id or a finished status (R8.1a:
+                            runSnapshots hold finished runs; decisions.md 274)
 ``run-snapshot-abort``      a run snapshot's abort record breaks R9.5
 ==========================  ===========================================================
 
@@ -52,7 +53,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from ._errors import InvalidMessageError
-from ._facts import to_run_error
+from ._facts import is_run_error, to_run_error
 from ._model import (
     ROLES,
     TOOL_STATUSES,
@@ -107,7 +108,9 @@ RULES: tuple[str, ...] = (
 _KIND = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 #: Data kinds chatkit's SDK defines itself (SPEC R7.2).
 BUILTIN_DATA_KINDS = frozenset({"chatkit.notice", "chatkit.date-divider"})
-_RUN_STATUSES = frozenset({"completed", "failed", "interrupted", "running", "queued"})
+#: A run snapshot's status: runSnapshots hold "已经结束的轮次及其结果" (seed 000
+#: §8), so running and queued are as invalid as an unknown word (decisions.md 274).
+_RUN_STATUSES = frozenset({"completed", "failed", "interrupted"})
 
 
 def is_valid_data_kind(kind: object) -> bool:
@@ -121,7 +124,7 @@ def _nonempty_str(v: object) -> bool:
 
 
 def _is_error(v: object) -> bool:
-    return isinstance(v, RunError) and _nonempty_str(v.code) and isinstance(v.message, str)
+    return isinstance(v, RunError) and is_run_error(v)
 
 
 def _check_part(part: Any, mid: str, source: str) -> InvalidMessageError | None:
@@ -256,7 +259,8 @@ def check_history(result: HistoryResult) -> InvalidMessageError | None:
         for snap in result.run_snapshots:
             if not _nonempty_str(snap.id) or snap.status not in _RUN_STATUSES:
                 return InvalidMessageError(
-                    "run-snapshot", None, None, "history", "a run snapshot needs an id and a run status"
+                    "run-snapshot", None, None, "history",
+                    f"a run snapshot needs an id and a finished status (completed, failed or interrupted), got {snap.status!r}",
                 )
             if snap.abort is not ABSENT:
                 problem = (

@@ -139,7 +139,7 @@ def run_summaries(replay: Replay) -> list[RunSummary]:
             rejections[f.result.reason.value if f.result.reason is not None else "rejected"] += 1
     out = []
     for sid, s in replay.sessions.items():
-        for view in s.core.snapshot.runs:
+        for view in s.run_views():
             (n, violations), rejections = facts.get((sid, view.id), ([0, 0], Counter()))
             out.append(RunSummary(sid, view, s.runs.get(view.id), frames.get((sid, view.id), []), n, violations, rejections))
     return out

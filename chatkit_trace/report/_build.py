@@ -375,7 +375,7 @@ class _Builder:
         out = []
         known = set()
         for sid, s in rep.sessions.items():
-            for view in s.core.snapshot.runs:
+            for view in s.run_views():
                 rec = s.runs.get(view.id)
                 times = frames_per_run.get((sid, view.id), [])
                 facts, rejected = facts_per_run.get((sid, view.id), [0, 0])

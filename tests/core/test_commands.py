@@ -369,17 +369,38 @@ def test_run_order_across_pages():
     snaps = lambda *ids: [{"id": rid, "status": "completed"} for rid in ids]  # noqa: E731
     core = ChatCore("s1", capabilities={"history"})
     core.apply_history({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
-    # Another client ran h2..h5; the newest page names none of the runs known here.
+    # Another client ran h2..h5; the newest page names none of the runs known
+    # here: h1 is paged out, its record with its messages (decisions.md 272).
     core.apply_history({"messages": _hist_turn("h4", "4") + _hist_turn("h5", "5"), "runSnapshots": snaps("h4", "h5"), "hasMore": True, "cursor": "c"})
-    assert [r.id for r in core.snapshot.runs] == ["h1", "h4", "h5"]
-    # The older page goes before the first run shown, after the run paged out before it.
+    assert [r.id for r in core.snapshot.runs] == ["h4", "h5"]
+    # The older page goes before the first run shown.
     core.load_more({"messages": _hist_turn("h2", "2") + _hist_turn("h3", "3"), "runSnapshots": snaps("h2", "h3"), "hasMore": True, "cursor": "d"})
-    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "h3", "h4", "h5"]
+    assert [r.id for r in core.snapshot.runs] == ["h2", "h3", "h4", "h5"]
     core.load_more({"messages": _hist_turn("h1", "one"), "runSnapshots": snaps("h1"), "hasMore": False})
+    assert [r.id for r in core.snapshot.runs] == ["h1", "h2", "h3", "h4", "h5"]
     assert [m.run_id for m in core.snapshot.messages][::2] == ["h1", "h2", "h3", "h4", "h5"]
-    # A local run the backend never stored stays after a whole conversation.
+    # A local run still running stays after a whole conversation that does not
+    # name it; the settled runs it does not name (r6: never stored) are gone.
     core.send("r6", {"text": "six"}, project=[user("r6")])
     settle(core)
     core.emit_completed(run_id="r6", event_id="t")
+    core.send("r7", {"text": "seven"}, project=[user("r7")])
+    settle(core)
     core.apply_history({"messages": _hist_turn("h0", "zero") + _hist_turn("h5", "5"), "runSnapshots": snaps("h0", "h5"), "hasMore": False})
-    assert [r.id for r in core.snapshot.runs] == ["h0", "h5", "h1", "h2", "h3", "h4", "r6"]
+    assert [r.id for r in core.snapshot.runs] == ["h0", "h5", "r7"]
+    assert [m.run_id for m in core.snapshot.messages] == ["h0", "h0", "h5", "h5", "r7"]
+
+
+def test_a_run_registered_as_resumed_continues_history_answer_a_passive_one_does_not():
+    """decisions.md 270: the replay's resume (register_run(resume=True)) is
+    what resumeActiveRun starts; only it continues a history message of no run."""
+    answer = {"id": "a0", "role": "assistant", "parts": [{"id": "t", "type": "text", "text": "Work"}]}
+    core = ChatCore("s1", capabilities={"history", "resume"})
+    core.apply_history({"messages": [answer], "activeRun": {"runId": "h1", "eventId": "ev-1"}, "hasMore": False})
+    assert core.register_run(run_id="p1").accepted
+    assert core.emit_delta(run_id="p1", event_id="e1", message_id="a0", part_id="t", delta="!").reason is R.INVALID_TRANSITION
+    assert core.register_run(run_id="h1", resume=True).accepted
+    view = core.run_view("h1")
+    assert view.via == "resume" and view.resumed_from == "ev-1"
+    assert core.emit_delta(run_id="h1", event_id="e2", message_id="a0", part_id="t", delta="ing").accepted
+    assert core.snapshot.message("a0").parts[0].text == "Working"

@@ -168,3 +168,39 @@ def test_history_of_a_running_run_primes_the_decoder_so_a_resume_continues_its_a
     snap = r.sessions["s1"].core.snapshot
     assert snap.message("assistant:r1").parts[0].text == "Hi there!"
     assert snap.run("r1").status == "completed"
+
+
+def _read(index, t, hist, *, run=None):
+    return Exchange(index, "GET", "http://backend/sessions/s1/runs" + (f"/{run}" if run else ""), started_at=t,
+                    ended_at=t + 0.1, status=200, response_body=json.dumps(hist).encode(), capability="history",
+                    session_id="s1", run_id=run)
+
+
+def test_a_refresh_that_does_not_name_a_settled_run_drops_it_but_the_trace_keeps_it():
+    """decisions.md 272: the Core drops a settled run a whole read does not
+    name, with its messages; the replay remembers it (runs, analysis)."""
+    other = {"runs": [{"id": "r9", "status": "completed", "input": "hi", "created_at": 1,
+                       "frames": [{"id": f"e{i}", "event": e} for i, e in enumerate(TEXT)]}]}
+    r = replay([run_exchange(0, "r1", TEXT), _read(1, 10, other)], ADAPTER)
+    s = r.sessions["s1"]
+    assert [v.id for v in s.core.snapshot.runs] == ["r9"]
+    assert [m.run_id for m in s.core.snapshot.messages] == ["r9", "r9"]
+    assert s.runs["r1"].dropped is not None and s.runs["r1"].dropped[0] == 1
+    assert [(v.id, v.status) for v in s.run_views()] == [("r9", "completed"), ("r1", "completed")]
+
+
+def test_a_read_covering_one_run_replaces_only_that_run():
+    """A run-scope read (A2A tasks/get) covers its run: the other runs and
+    their messages stay (docs/history.md scopes, decisions.md 272)."""
+    first = run_exchange(0, "r1", TEXT)
+    second = run_exchange(1, "r2", [{"type": "started", "run": "r2"}, {"type": "text", "text": "B"}, {"type": "done"}], t=2)
+    mine = {"runs": [{"id": "r2", "status": "completed", "input": "hello", "created_at": 2,
+                      "frames": [{"id": "e0", "event": {"type": "started", "run": "r2"}}, {"id": "e1", "event": {"type": "text", "text": "B!"}}]}]}
+    read = _read(2, 10, mine, run="r2")
+    read.notes = {"identity": {"scope": "run"}}
+    r = replay([first, second, read], ADAPTER)
+    snap = r.sessions["s1"].core.snapshot
+    assert [v.id for v in snap.runs] == ["r1", "r2"]
+    assert snap.message("assistant:r1").parts[0].text == "Hi there"
+    assert snap.message("assistant:r2").parts[0].text == "B!"
+    assert r.sessions["s1"].runs["r1"].dropped is None
