@@ -87,3 +87,47 @@ def test_check_prints_recorded_text_in_findings_literally(tmp_path, capsys):
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "CK201" in out and "[bold red]not markup[/bold red]" in out
+
+
+def _stored(tmp_path: Path, exchanges: list, protocol: str) -> Path:
+    path = tmp_path / "w.db"
+    with TraceStore(path, create=True) as store:
+        store.set_meta("protocol", protocol)
+        store.set_meta("capabilities", ["abort", "history"])
+        for ex in exchanges:
+            store.add_exchange(ex)
+    return path
+
+
+def test_a_run_whose_stop_no_read_settles_is_shown_with_the_later_read_not_judged(tmp_path, capsys):
+    """Hermes session stream, stopped by closing it: no read ever settles the
+    run (session reads carry no run), so check judges no read against it; diff
+    still finds the later session reads and shows the latest, marked not
+    judged (issue 33: it said "no history read covers" and exited 2)."""
+    from .analyze.wire_cases import build, capture_calls
+
+    create, stream, hist = capture_calls("session_text", "hermes")
+    raw = stream.raw.split(b"\n\n")
+    stream.raw = b"\n\n".join(raw[:4]) + b"\n\n"  # run.started, message.started, two deltas; then the client leaves
+    stream.end = "client-gone"
+    later = type(hist)(**{**hist.__dict__, "t": hist.t + 5})
+    exchanges, _ = build([create, stream, hist, later], "hermes")
+    run_id = exchanges[1].run_id
+    path = _stored(tmp_path, exchanges, "hermes")
+    assert main(["diff", str(path), "--run", run_id]) == 1
+    out = capsys.readouterr().out
+    assert "history read 3 (session scope)" in out and "not judged" in out
+    assert "stop was never confirmed" in out and "Hello from the fake model." in out
+
+
+def test_nothing_to_compare_says_why_for_the_run(tmp_path, capsys):
+    from .analyze.wire_cases import build, capture_calls
+
+    calls = capture_calls("runs_text", "hermes")
+    exchanges, _ = build(calls, "hermes")
+    path = _stored(tmp_path, exchanges, "hermes")
+    run_id = next(e.run_id for e in exchanges if e.run_id)
+    assert main(["diff", str(path), "--run", run_id]) == 2
+    assert "only status reads follow run" in capsys.readouterr().err
+    assert main(["diff", str(path), "--run", "nope"]) == 2
+    assert "the trace has no run 'nope'" in capsys.readouterr().err

@@ -82,7 +82,9 @@ class DiffScreen(Screen[None]):
             if len(self.items) > 1
             else ""
         )
-        if not c.diffs and not c.explained:
+        if c.moving is not None:
+            verdict = f"[$text-warning b]{esc(c.verdict)}[/]"  # shown, not judged (diff says the same)
+        elif not c.diffs and not c.explained:
             verdict = f"[$text-success]{esc(c.verdict)}[/]"
         elif not c.diffs:
             verdict = f"[$text-warning b]{esc(c.verdict)}[/]"

@@ -36,6 +36,7 @@ def comparisons(
     """Every comparison of ``run_id`` with a history read that covers it."""
     from chatkit_trace.analyze import Context
     from chatkit_trace.analyze.identity import comparisons as all_comparisons
+    from chatkit_trace.analyze.identity import open_comparisons
     from chatkit_trace.derive import derive_exchanges
 
     from .replay import session_exchanges
@@ -46,7 +47,8 @@ def comparisons(
     # a socket several sessions share: this session's own frames of it (as the engine replays it)
     derived = derive_exchanges(exchanges, adapter, capabilities=capabilities, analyse=False, only={session_id})
     ctx = Context(derived.replay, {e.index: e for e in exchanges}, adapter)
-    return [x for x in all_comparisons(ctx) if x.run_id == run_id]
+    # the judged ones, and (as ``diff``) the latest read of a run none was judged against
+    return [x for x in all_comparisons(ctx) + open_comparisons(ctx) if x.run_id == run_id]
 
 
 def _part_text(p: Any) -> str:

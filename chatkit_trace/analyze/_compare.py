@@ -45,6 +45,7 @@ __all__ = [
     "diff_pairs",
     "difference_detail",
     "limit_sentence",
+    "open_comparisons",
     "pair_run",
     "visible",
 ]
@@ -318,6 +319,9 @@ class Comparison:
     live_limits: frozenset[str] = frozenset()
     #: Kept for callers of the old shape.
     candidates: list[RuntimeMessage] = field(default_factory=list)
+    #: Why the comparison is not judged (None: judged): the run was still
+    #: moving at the read and the UI kept its live copy (:func:`open_comparisons`).
+    moving: str | None = None
 
     def diff(self) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         return self.diffs, self.renamed
@@ -366,6 +370,9 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """The comparison in a few words (``diff``, the viewer)."""
+        if self.moving is not None:
+            said = f"{len(self.diffs)} difference(s)" if self.diffs else "same content"
+            return f"not judged: {said}; {self.moving}"
         if self.diffs:
             return f"{len(self.diffs)} difference(s)"
         if self.explained:
@@ -426,7 +433,12 @@ def _live_of(h: Any, run_id: str) -> list[RuntimeMessage]:
     return [m for m in b.snapshot.messages if m.run_id == run_id] if b is not None else []
 
 
-def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None) -> list[Comparison]:
+def _read_comparisons(
+    s: Any, h: Any, exchanges: Mapping[int, Any] | None = None, *, moving: bool = False
+) -> list[Comparison]:
+    """The runs read ``h`` covers against their live baselines; a run still
+    moving at the read is skipped, or with ``moving`` compared all the same
+    and marked (:attr:`Comparison.moving`)."""
     # long-function: one history read compared step by step (pair, diff, explain) over shared state
     hist = list(h.result.messages)
     covered = _covered(s, h, hist)
@@ -482,14 +494,21 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
     after = h.after
     active = getattr(h.result.active_run, "run_id", None)
     for r in covered:
-        if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
-            continue  # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
+        why: str | None = None
         view = after.run(r)
         open_after = h.baselines[r].settled_by is None and not (view is not None and view.terminal)
-        if open_after and (_streaming_at(s.runs[r], exchanges, h.at) or (view is not None and view.abort is not None)):
-            # read while the run's stream was still open, or while a stop waits
-            # for its confirmation (R9.1), and the read did not settle it: a
-            # snapshot of a moving run; the Core keeps its live messages (R8.3)
+        if h.baselines[r].settled_by is None and active is not None and (active == r or _sequence_runs(r) == active):
+            # the read says the run is still going: a snapshot of a moving run (R8.3), the UI keeps its live copy
+            why = f"read {h.exchange_index} names the run as its active run: the UI keeps its live copy (R8.3)"
+        elif open_after and _streaming_at(s.runs[r], exchanges, h.at):
+            # read while the run's stream was still open and the read did not
+            # settle it: a snapshot of a moving run; the Core keeps its live messages (R8.3)
+            why = f"the run's stream was still open at read {h.exchange_index}: the UI keeps its live copy (R8.3)"
+        elif open_after and view is not None and view.abort is not None:
+            # a stop waits for its confirmation (R9.1) and the read did not settle it
+            why = (f"the run's stop was never confirmed and read {h.exchange_index} does not settle it: the UI keeps "
+                   "its live copy while it waits (R9.1)")
+        if why is not None and not moving:
             continue
         seen = [m for m, x in zip(hist, home, strict=False) if x == r]
         live = lives[r]
@@ -505,7 +524,7 @@ def _read_comparisons(s: Any, h: Any, exchanges: Mapping[int, Any] | None = None
         if settled is None:
             view = after.run(r)
             settled = "read" if view is not None and view.terminal else None
-        out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed))
+        out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed, moving=why))
     return out
 
 
@@ -718,6 +737,25 @@ def _explained_by_break(d: Mapping[str, Any]) -> bool:
 
 def _comparisons(ctx: Context) -> list[Comparison]:
     return comparisons(ctx)
+
+
+def open_comparisons(ctx: Context) -> list[Comparison]:
+    """For each run no read was judged against (:func:`comparisons`), the
+    latest read that covers it though the run was still moving at it (its
+    stream open, named active, a stop never confirmed), compared all the
+    same and marked :attr:`Comparison.moving`: ``diff`` shows it, no finding
+    is made of it (the UI kept its live copy).  A later read that covers a
+    run is never "no read" (issue 33)."""
+    judged = {(c.session_id, c.run_id) for c in comparisons(ctx)}
+    latest: dict[tuple[str, str | None], Comparison] = {}
+    for s in ctx.replay.sessions.values():
+        for h in s.history:
+            if h.result is None:
+                continue
+            for c in _read_comparisons(s, h, ctx.exchanges, moving=True):
+                if c.moving is not None and (c.session_id, c.run_id) not in judged:
+                    latest[(c.session_id, c.run_id)] = c
+    return list(latest.values())
 
 
 #: Rejections whose message a later history read may hold (the UI dropped it).

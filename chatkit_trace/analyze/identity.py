@@ -25,6 +25,7 @@ from ._compare import (
     diff_pairs,
     difference_detail,
     limit_sentence,
+    open_comparisons,
     pair_run,
     visible,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "diff_messages",
     "diff_pairs",
     "limit_sentence",
+    "open_comparisons",
     "pair_run",
     "visible",
 ]

@@ -7,6 +7,12 @@ read and that read's scope (session, run or task, page), and the live
 baseline it used (the run as the UI had it just before the read, and how the
 run had settled).  Exit status as diff(1): 0 every comparison is
 isomorphic, 1 differences, 2 trouble (nothing to compare, unreadable input).
+A run no read was judged against is still shown with the latest read that
+covers it while it was moving (its stream open, named active, a stop never
+confirmed): marked "not judged", as check makes no finding of it; its
+differences count for the exit status.  With nothing at all to compare,
+the message says why for the run asked about (never started, only status
+reads, no read after it).
 """
 
 from __future__ import annotations
@@ -77,20 +83,26 @@ def _rows(c: Any, limit: int | None) -> list[tuple[str, str, bool]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # long-function: derive, then one table per comparison in the order found, then the exit status
     from rich.table import Table
     from rich.text import Text
 
     from ..analyze import Context
-    from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence
+    from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence, open_comparisons
     from ..derive import Deriver
     from ..loading import open_trace
     from ._output import SafeConsole
 
     found: list[Any] = []
+    contexts: list[Any] = []
 
     def session_done(derived: Any) -> None:
         ctx = Context(derived.replay, {e.index: e for e in derived.exchanges}, loaded.adapter, deriver.options)
+        contexts.append(ctx)
         found.extend(comparisons(ctx))
+        # a run no read was judged against, shown with the latest read that
+        # covers it while it was still moving (not judged: the UI kept its live copy)
+        found.extend(open_comparisons(ctx))
 
     loaded = open_trace(args.trace, profile=args.profile)
     try:
@@ -125,12 +137,43 @@ def run(args: argparse.Namespace) -> int:
             console.print(Text.assemble(("  explained: ", "yellow"), describe(d, limit), " ", cause_sentence(d["cause"])))
         for d in c.limited:
             console.print(Text.assemble(("  limit: ", "cyan"), limit_sentence(d)))
-        if not c.diffs and not c.explained:
+        if c.moving is not None:
+            console.print(Text.assemble(("  not judged", "yellow"), f": {c.moving}; no finding is made of it."))
+        elif not c.diffs and not c.explained:
             word, rest = c.verdict.split(":", 1)
             console.print(Text.assemble((f"  {word}", "green"), f":{rest}"))
     if not shown:
-        what = " for that session/run" if args.session or args.run_id else ""
-        print(f"chatkit-trace diff: nothing to compare{what}: no history read covers a run the live stream carried "
-              "(record a refresh after a run).", file=sys.stderr)
+        print(f"chatkit-trace diff: nothing to compare: {_why_nothing(contexts, args)}", file=sys.stderr)
         return 2
     return 1 if differing else 0
+
+
+def _why_nothing(contexts: list[Any], args: argparse.Namespace) -> str:
+    """Why no read was compared, for the run (or session) asked about."""
+    general = "no history read covers a run the live stream carried (record a refresh after a run)."
+    if not args.run_id:
+        return ("for that session: " + general) if args.session else general
+    runs = [
+        (ctx, s, s.runs[args.run_id])
+        for ctx in contexts
+        for s in ctx.replay.sessions.values()
+        if args.run_id in s.runs and (not args.session or s.session_id == args.session)
+    ]
+    if not runs:
+        return f"the trace has no run {args.run_id!r}{' in that session' if args.session else ''} (see chatkit-trace runs)."
+    ctx, s, rec = runs[0]
+    exchanges = [ctx.exchanges[i] for i in rec.exchanges if i in ctx.exchanges]
+    if rec.live is None:
+        failed = [e for e in exchanges if e.capability in ("run", "regenerate", "edit") and e.failed]
+        how = f" (its request failed: HTTP {failed[0].status})" if failed and failed[0].status else ""
+        return f"run {args.run_id} never started{how}: the UI showed nothing of it live, so there is nothing to compare."
+    start = min((e.started_at for e in exchanges), default=0.0)
+    status = sorted(e.index for e in ctx.exchanges.values() if e.capability == "status" and e.run_id == args.run_id)
+    reads = [h for h in s.history if h.at >= start]
+    if reads:
+        listed = ", ".join(f"{h.exchange_index} ({h.scope} scope{', run ' + h.run_id if h.run_id else ''})" for h in reads)
+        return f"the history reads after run {args.run_id} ({listed}) do not cover it or hold none of its messages."
+    if status:
+        return (f"only status reads follow run {args.run_id} (exchange {', '.join(map(str, status))}): a status read "
+                "holds no messages (decisions.md 120); record a history read after the run.")
+    return f"no history read follows run {args.run_id} in session {s.session_id} (record a refresh after the run)."
