@@ -63,7 +63,13 @@ def test_long_text_ends_in_an_ellipsis_and_full_shows_it(tmp_path, capsys):
     path = trace_of(tmp_path, content_case(LONG, LONG.replace("THE-END", "OTHER-END")))
     assert main(["diff", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "…" in out and "THE-END" not in out
+    assert "…" in out
+    # the cells end in …; the sentence quotes both texts around their first
+    # difference, not their identical shortened starts (issue 33)
+    cells = [x for x in out.splitlines() if "│" in x and "THE-END" in x]
+    assert not cells
+    sentence = " ".join(out.split("differs:", 1)[1].split())
+    assert "first differ at character" in sentence and "while THE-END”" in sentence and "while OTHER-END”" in sentence
     assert main(["diff", str(path), "--full"]) == 1
     out = capsys.readouterr().out
     assert "THE-END" in out and "OTHER-END" in out

@@ -230,6 +230,25 @@ def _value(v: Any, limit: int | None) -> str:
     return clip(json.dumps(v, ensure_ascii=False, default=str), limit)
 
 
+def _around(live: str, hist: str, limit: int | None) -> tuple[str, str, int | None]:
+    """Both texts as shown in a sentence: whole when they fit, else a window
+    of each from a little before their first difference (both clipped alike
+    would often read the same); and where that difference is (None: both
+    shown whole)."""
+    if limit is None or (len(live) <= limit and len(hist) <= limit):
+        return live, hist, None
+    at = 0
+    n = min(len(live), len(hist))
+    while at < n and live[at] == hist[at]:
+        at += 1
+    start = max(0, at - max(8, min(40, limit // 3)))
+    space = live.rfind(" ", max(0, start - 12), start + 1)
+    if start and space > 0:
+        start = space + 1
+    lead = "…" if start else ""
+    return lead + clip(live[start:], limit), lead + clip(hist[start:], limit), at
+
+
 def _a(word: Any) -> str:
     return "an" if str(word)[:1].lower() in "aeiou" else "a"
 
@@ -260,8 +279,17 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
     if what == "content":
         fields = ", ".join(d.get("fields", []))
         live, hist = d.get("live", {}), d.get("history", {})
-        return (f"Message {msg}, part {d.get('part')}: {fields} differ{'s' if len(d.get('fields', [])) == 1 else ''}: "
-                f"live {_value(live, limit)}, history {_value(hist, limit)}: a refresh changes what the UI shows.")
+        where = ""
+        lt, ht = live.get("text"), hist.get("text")
+        if len(live) == 1 and len(hist) == 1 and isinstance(lt, str) and isinstance(ht, str):
+            a, b, at = _around(lt, ht, limit)
+            shown_live, shown_hist = f"“{a}”", f"“{b}”"
+            if at is not None:
+                where = f" (they first differ at character {at + 1} of {len(lt)} live, {len(ht)} in history)"
+        else:
+            shown_live, shown_hist = _value(live, limit), _value(hist, limit)
+        return (f"Message {msg}, part {d.get('part')}: {fields} differ{'s' if len(d.get('fields', [])) == 1 else ''}"
+                f"{where}: live {shown_live}, history {shown_hist}: a refresh changes what the UI shows.")
     if what == "role":
         return f"Message {msg} is {_a(d['live'])} {d['live']} message live and {_a(d['history'])} {d['history']} message in history."
     return clip(json.dumps(dict(d), ensure_ascii=False, default=str), limit)
