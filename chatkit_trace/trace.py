@@ -20,7 +20,18 @@ from urllib.parse import urlsplit
 from .core import PROFILE_CAPABILITIES
 from .wire import Frame
 
-__all__ = ["Exchange", "CAPABILITY_KINDS", "EndKind", "STREAM_ENDS", "replay_order", "frames_from_body", "stream_state", "STREAM_STATES"]
+__all__ = [
+    "Exchange",
+    "CAPABILITY_KINDS",
+    "EndKind",
+    "STREAM_ENDS",
+    "replay_order",
+    "frames_from_body",
+    "stream_state",
+    "STREAM_STATES",
+    "RUN_STATUSES",
+    "run_status",
+]
 
 #: What an exchange can be, from the route profile.
 #: What a route can be: every capability name (chatkit_trace.core.Capability).
@@ -133,6 +144,35 @@ STREAM_STATES = {
     "error": "its last stream failed at the transport level",
     "-": "no stream of its own (a run only a history or status read names)",
 }
+
+
+#: How a run stands, in the words every output uses (``runs``, the viewer,
+#: the report, the demo's table, findings such as CK105): defined here once
+#: (decisions.md 277).  The Core's five statuses, less ``running`` where the
+#: run's connection is gone, plus the run the Core never started.
+RUN_STATUSES = {
+    "queued": "sent while another run held the session; not dispatched yet",
+    "running": "dispatched and still streaming: no conclusion yet",
+    "outcome unknown": "the Core still has it running but its stream ended or broke without a conclusion and "
+    "nothing settled it: the UI keeps spinning (R3.4)",
+    "completed": "concluded as completed (a terminal event, or a history or status read)",
+    "failed": "concluded as failed: the UI shows a failure card",
+    "interrupted": "concluded as interrupted (a stop, a cancelled send, or the protocol's own interruption)",
+    "not started": "the Core never started it: its request failed or was refused, so the UI removed the user's "
+    "message (R2.2)",
+    "not shown": "the UI does not show it (any more): a refresh that does not name the settled run dropped it, or "
+    "history names it differently",
+}
+
+
+def run_status(status: str | None, connection: str | None = None) -> str:
+    """A run's status in the one vocabulary (:data:`RUN_STATUSES`): the Core's
+    ``status`` and ``connection`` (a run the Core does not know: None)."""
+    if status is None:
+        return "not started"
+    if status == "running" and connection == "disconnected":
+        return "outcome unknown"
+    return status
 
 
 def stream_state(exchanges: Any) -> str:

@@ -118,7 +118,7 @@ def test_runs_and_diff(tmp_path, capsys):
     assert main(["runs", str(path), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows == [{"session": "s1", "run": "r1", "status": "completed", "settled_by": "fact", "origin": "local", "connection": "closed",
-                     "duration_s": 0.01, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
+                     "duration_s": 0.02, "frames": 2, "rejected": 0, "errors": 2, "warnings": 0, "infos": 0}]
     assert main(["diff", str(path)]) == 1  # diff(1): differences
     out = capsys.readouterr().out
     assert "assistant:r1" in out and "msg_8f2c" in out and "differs" in out
@@ -200,3 +200,21 @@ def test_a_frame_is_named_once():
     assert [f["frames"] for f in findings if f["code"] == "CK404"] == [["30:0"]]
     text = _text(str(fixture), columns=None)
     assert "frames 30:0" in text and "30:0, 30:0" not in text
+
+
+def test_runs_duration_is_how_long_the_user_waited(tmp_path, capsys):
+    """From the run's request to the end the user saw (decisions.md 278): a
+    failure that arrives as the stream's only frame 9.7 s after the request
+    (an HTTP 500 behind the backend's retries) is 9.7 s, not 0.00 s; a send
+    that failed at the HTTP level is listed as not started, with its wait."""
+    from .test_cli_diff import trace_of
+
+    failed = {"capability": "run", "session": "s1", "run": "r1", "t": 0.0, "spacing": 9.7, "request": {"text": "hi", "runId": "r1"},
+              "sse": [{"id": "e1", "data": {"type": "error", "code": "HTTP_500", "message": "upstream failed after 3 retries"}}]}
+    refused = {"capability": "run", "session": "s1", "run": "r2", "t": 20.0, "ended_at": 24.5, "request": {"text": "again", "runId": "r2"},
+               "sse": [], "status": 500}
+    path = trace_of(tmp_path, {"protocol": "myproto", "exchanges": [failed, refused]})
+    assert main(["runs", str(path), "--format", "json"]) == 0
+    rows = {r["run"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["r1"]["status"] == "failed" and rows["r1"]["frames"] == 1 and rows["r1"]["duration_s"] == 9.7
+    assert rows["r2"]["status"] == "not started" and rows["r2"]["duration_s"] == 4.5

@@ -189,7 +189,9 @@ def test_check_text_output_points_at_the_explanation(tmp_path, capsys):
     trace = trace_from_case(tmp_path, "CK101-direct")
     assert main(["check", str(trace), "--no-store"]) == 1
     out = capsys.readouterr().out
-    assert out.rstrip().splitlines()[-1] == "explain a code and its rules: chatkit-trace explain CK101  (docs/rules.md#ck101)"
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("explain a code and its rules: chatkit-trace explain CK101 --trace ") and last.endswith("(docs/rules.md#ck101)")
+    assert str(trace) in last or str(trace).replace(str(tmp_path), "") in last
     assert main(["check", str(trace), "--no-store", "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["findings"][0]["code"] == "CK101"  # JSON unchanged
     clean = trace_from_case(tmp_path, "clean-myproto")
@@ -245,3 +247,24 @@ def test_the_worked_example_reports_its_code(code, tmp_path):
     _, exchanges, adapter = load_case(path)
     _, findings = analyze(exchanges, adapter)
     assert sorted({f.code for f in findings}) == [code], [(f.code, f.message) for f in findings]
+
+
+def test_explain_speaks_the_route_protocol(tmp_path, capsys):
+    """decisions.md 279: with --profile (or --trace) a code's explanation goes
+    on in that protocol's wire: its words for chatkit's and its example."""
+    assert main(["explain", "CK102", "--profile", "hermes"]) == 0
+    out = capsys.readouterr().out
+    assert "On the hermes wire" in out and out.index("CK102") < out.index("On the hermes wire")
+    assert "run.completed" in out and "CK102 in hermes's frames" in out and "no run.completed, run.failed or run.cancelled" in out
+    assert main(["explain", "CK102", "--profile", "openai"]) == 0
+    out = capsys.readouterr().out
+    assert "finish_reason" in out and "[DONE]" in out
+    assert main(["explain", "CK201", "--profile", "a2a"]) == 0
+    assert "No a2a example of CK201" in capsys.readouterr().out
+    from .test_cli_check import trace_from_case
+
+    trace = trace_from_case(tmp_path, "CK101-direct")  # recorded with the example protocol
+    assert main(["explain", "CK101", "--trace", str(trace)]) == 0
+    assert '{"type":"done"}' in capsys.readouterr().out
+    assert main(["explain", "CK102", "--profile", "nope"]) == 2
+    assert "no profile named 'nope'" in capsys.readouterr().err

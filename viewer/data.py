@@ -38,6 +38,7 @@ from typing import Any
 
 from chatkit_trace.pipeline import DEFAULT_SESSION, STREAMING
 from chatkit_trace.store import TraceReader
+from chatkit_trace.trace import run_status
 
 __all__ = [
     "END",
@@ -62,14 +63,13 @@ PAGE = 128
 
 
 def display_status(status: str | None, connection: str | None) -> str:
-    """The status a person reads: ``outcome unknown`` for a run still
-    ``running`` whose connection is gone (the stream ended without a
-    conclusion, R3.4)."""
+    """The status a person reads, in the one vocabulary
+    (:data:`chatkit_trace.trace.RUN_STATUSES`: ``outcome unknown`` for a run
+    still ``running`` whose connection is gone, R3.4); ``not analysed`` for a
+    run of a trace not derived yet (the viewer's own state)."""
     if status is None:
         return "not analysed"
-    if status == "running" and connection == "disconnected":
-        return "outcome unknown"
-    return status
+    return run_status(status, connection)
 
 
 def parse_ref(ref: str) -> tuple[int, int]:
@@ -586,11 +586,16 @@ class TraceData:
                 if e not in exs:
                     exs.append(e)
             first = self.exchange(exs[0]) if exs else None
+            from chatkit_trace.derive import wait_span  # the engine's one definition, loaded when needed
+
+            own = [x for x in (self.exchange(e) for e in exs) if x is not None]
+            start, end = wait_span(own, [])
             out.append(
                 RunInfo(
                     sid,
                     rid,
-                    "not started",
+                    run_status(None),
+                    duration=None if start is None or end is None else end - start,
                     errors=c.get("error", 0),
                     warnings=c.get("warning", 0),
                     infos=c.get("info", 0),

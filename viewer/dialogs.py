@@ -225,8 +225,15 @@ HELP: list[tuple[str, list[tuple[str, str]]]] = [
     ),
 ]
 
+def _statuses() -> str:
+    from chatkit_trace.trace import RUN_STATUSES
+
+    return "".join(f"[b]{k}[/b]  {v}\n" for k, v in RUN_STATUSES.items())
+
+
+# the run statuses as every output defines them (chatkit_trace.trace.RUN_STATUSES), then the marks
 LEGEND = (
-    "[b]outcome unknown[/b]  the stream ended or broke without a conclusion and nothing settled the run (R3.4)\n"
+    _statuses() + "[b]not analysed[/b]  the trace is not derived yet (the viewer derives it)\n"
     "[b]▶[/b] a request (send, stop, history read)   [b]■[/b] the end of a response stream   [b $text-error]![/] something wrong\n"
     "[$text-success]✓[/] accepted   [$text-error]✗ reason[/] rejected by the Core (e.g. terminal-sealed)   "
     "[$text-error]lost[/] decoded after the reader stopped: the UI never saw it\n"

@@ -266,7 +266,7 @@ def run_line(view: RunView | None, run_id: str) -> str:
     if view is None:
         # not in the UI's snapshot: not started yet, or a refresh that does not
         # name the settled run dropped it with its messages (decisions.md 272)
-        return f"[b]run {esc(run_id)}[/b] [$text-muted]not shown: not started yet, or dropped by a history read[/]"
+        return f"[b]run {esc(run_id)}[/b] [$text-muted]not shown: not started yet, or a history read dropped it[/]"
     from .data import display_status
 
     status = display_status(view.status, view.connection)

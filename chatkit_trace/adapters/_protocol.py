@@ -14,6 +14,7 @@ TypeScript names: ``encodeInput`` is :meth:`encode_input`, ``decodeEvent``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import msgspec
 
 from ..core import HistoryResult, HistoryRunSnapshot, RuntimeMessage
+from ..wire import DONE
 from ._updates import ProtocolUpdate
 
 __all__ = [
@@ -146,6 +148,48 @@ class HistoryRequestArgs:
     cursor: str | None = None
 
 
+def _q(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str | bool | int | float) or value is None else "…"
+
+
+def wire_name(event: Any) -> str | None:
+    """An event in its wire's words, read from the places protocols put them:
+    ``[DONE]``; the SSE ``event:`` field or a ``type`` / ``kind`` / ``object``
+    (a JSON-RPC ``result``'s too); beside it what concludes or fails a run
+    (``finish_reason``, ``state`` and ``final``, ``turnComplete``, ``errorCode``,
+    an ``error``).  None for anything else."""
+    if event is DONE or event == "[DONE]":
+        return "data: [DONE]"
+    if not isinstance(event, Mapping):
+        return None
+    body: Mapping[str, Any] = event
+    result = event.get("result")
+    if isinstance(result, Mapping) and event.get("jsonrpc") is not None:
+        body = result
+    name = next((body[k] for k in ("event", "type", "kind", "object") if isinstance(body.get(k), str)), None)
+    extra: list[str] = []
+    choices = body.get("choices")
+    if isinstance(choices, list):
+        reasons = [c.get("finish_reason") for c in choices if isinstance(c, Mapping) and c.get("finish_reason")]
+        extra.extend(f"finish_reason: {_q(r)}" for r in reasons[:1])
+    status = body.get("status")
+    state = status.get("state") if isinstance(status, Mapping) else body.get("state")
+    if isinstance(state, str):
+        extra.append(f"state: {_q(state)}")
+    for key in ("final", "turnComplete", "partial", "interrupted", "errorCode"):
+        v = body.get(key)
+        if v is None or (v is False and key != "final"):
+            continue
+        extra.append(f"{key}: {_q(v)}")
+    err = event.get("error")
+    if err:
+        code = err.get("code") if isinstance(err, Mapping) else None
+        extra.append(f"error{' ' + _q(code) if code is not None else ''}")
+    if name is None and not extra:
+        return None
+    return ", ".join(([name] if name else []) + extra)
+
+
 class AdapterProtocol:
     """Base class of protocol implementations.  Override what you need.
 
@@ -249,6 +293,26 @@ class AdapterProtocol:
     def event_sequence(self, event: Any) -> int | float | None:
         """A source sequence the event carries (R3.2), if the protocol has one."""
         return None
+
+    #: chatkit-trace's extension: chatkit's words in this protocol's own wire
+    #: (decisions.md 279), so a finding says both ("no completed, failed or
+    #: interrupted; on the wire: no ``run.completed`` …") and ``explain CODE
+    #: --profile`` speaks the route's protocol.  Keys: ``completed``,
+    #: ``failed``, ``interrupted`` (what concludes a run as each), ``output``
+    #: (what carries the answer), ``event id`` (what deduplicates and resumes).
+    wire_terms: Mapping[str, str] = {}
+    #: chatkit-trace's extension: worked examples of finding codes in this
+    #: protocol's wire (``{"CK102": "frames…"}``), shown by ``explain CODE
+    #: --profile`` after rules.md's example in chatkit's example protocol.
+    wire_examples: Mapping[str, str] = {}
+
+    def wire_name(self, event: Any) -> str | None:
+        """chatkit-trace's extension: one event as the protocol's own wire
+        names it (``[DONE]``, ``finish_reason: "stop"``, ``run.completed``,
+        ``status-update, state: completed, final: true``), for findings to
+        quote next to chatkit's words.  The default reads the usual places
+        (:func:`wire_name`)."""
+        return wire_name(event)
 
     # -- introspection used by the factory -------------------------------------------
 

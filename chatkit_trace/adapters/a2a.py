@@ -564,6 +564,28 @@ class A2AProtocol(AdapterProtocol):
     """A2A JSON-RPC + SSE (v1.0 and v0.3); see the module docstring."""
 
     name = "a2a"
+    #: chatkit's words on this wire (decisions.md 279)
+    wire_terms = {
+        "completed": "a `status-update` with `state: completed` and `final: true` (or a Task in that state)",
+        "failed": "state `failed` or `rejected`, or a JSON-RPC `error`",
+        "interrupted": "state `canceled` (after `tasks/cancel`), `input-required` or `auth-required`",
+        "output": "`artifact-update` parts and `status-update` messages",
+        "event id": "nothing: JSON-RPC over SSE has no `id:` lines (a resubscribe replays from the task)",
+    }
+    wire_examples = {
+        "CK101": "POST / message/stream                              SSE\n"
+        '  data: {"result":{"kind":"status-update","status":{"state":"completed"},"final":true}}   completed\n'
+        '  data: {"result":{"kind":"artifact-update","artifact":{"parts":[{"text":"late"}]}}}   after the terminal',
+        "CK102": "POST / message/stream                              SSE\n"
+        '  data: {"result":{"kind":"status-update","status":{"state":"working"},"final":false}}\n'
+        "  (the stream ends: no status-update with a final state and final: true)",
+        "CK105": "POST / message/stream                              SSE\n"
+        '  data: {"result":{"kind":"status-update","status":{"state":"working","message":{"parts":[{"kind":"data",'
+        '"data":{"id":"c1","name":"search"},"metadata":{"adk_type":"function_call"}}]}}}}\n'
+        '  data: {"result":{"kind":"status-update","status":{"state":"completed"},"final":true}}   rejected: active-work',
+        "CK302": "POST / message/stream                              SSE\n"
+        '  data: {"result":{"kind":"status-update","status":{"state":"failed"},"final":true}}   no message: no reason',
+    }
     #: Raise :class:`ContextMismatch` for an event of another context (R11.5).
     #: A caller that checks ``identify_event``'s session itself and admits such
     #: events under their own session (so the Core rejects them wrong-session)

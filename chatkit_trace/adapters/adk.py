@@ -496,6 +496,38 @@ class ADKProtocol(AdapterProtocol):
     """
 
     name = "adk"
+    #: chatkit's words on this wire (decisions.md 279)
+    wire_terms = {
+        "completed": "a non-partial event with `turnComplete: true` (stock `/run_sse` sends none: only a later "
+        "history read settles the run)",
+        "failed": "a non-partial event with `errorCode` (and `errorMessage`)",
+        "interrupted": "`errorCode: INVOCATION_ABORTED`, which ADK persists in history and never streams",
+        "output": "`content.parts[].text` (`partial: true` fragments, then the whole event) and "
+        "`functionCall` / `functionResponse` parts",
+        "event id": "nothing: no SSE `id:` lines (each event has its own `id`)",
+    }
+    wire_examples = {
+        "CK102": "POST /run_sse                                      SSE\n"
+        '  data: {"content":{"parts":[{"text":"Hello, wor"}]},"partial":true}\n'
+        "  (the stream ends: no non-partial event, no turnComplete, no errorCode; no history read follows)",
+        "CK105": "POST /run_sse                                      SSE\n"
+        '  data: {"content":{"parts":[{"functionCall":{"id":"c1","name":"search"}}]}}\n'
+        '  data: {"content":{"parts":[{"text":"Done."}]},"turnComplete":true}   rejected: active-work '
+        "(no functionResponse)",
+        "CK302": "POST /run_sse                                      SSE\n"
+        '  data: {"errorCode":"","errorMessage":""}              no code, no message',
+    }
+
+    def wire_name(self, event: Any) -> str | None:
+        """An ADK event in its own words: partial or not, what its parts carry,
+        ``turnComplete``, ``errorCode`` (decisions.md 279)."""
+        said = super().wire_name(event)
+        if not isinstance(event, Mapping) or said and ("error" in said or "turnComplete" in said):
+            return said
+        parts = (event.get("content") or {}).get("parts") if isinstance(event.get("content"), Mapping) else None
+        kinds = sorted({k for p in parts or () if isinstance(p, Mapping) for k in ("text", "functionCall", "functionResponse") if k in p})
+        what = "event" + (f" with {'/'.join(kinds)}" if kinds else "")
+        return f"{what}, {'partial: true' if event.get('partial') else 'not partial, no turnComplete'}"
 
     def __init__(
         self,

@@ -262,6 +262,14 @@ class AGUIProtocol(AdapterProtocol):
     """AG-UI 1.0 (``--profile agui``)."""
 
     name = "agui"
+    #: chatkit's words on this wire (decisions.md 279)
+    wire_terms = {
+        "completed": "`RUN_FINISHED`",
+        "failed": "`RUN_ERROR` (with `code` and `message`)",
+        "interrupted": "`RUN_FINISHED` with an interrupt outcome",
+        "output": "`TEXT_MESSAGE_CONTENT`, `TOOL_CALL_*` events",
+        "event id": "SSE `id:` lines when the server sends them",
+    }
 
     # -- requests --------------------------------------------------------------------
 

@@ -406,6 +406,29 @@ class HermesProtocol(AdapterProtocol):
     """hermes-agent's ``/v1/runs`` events and session chat stream (module docstring)."""
 
     name = "hermes"
+    #: chatkit's words on this wire (decisions.md 279)
+    wire_terms = {
+        "completed": "`event: run.completed` (then `done`)",
+        "failed": "`event: run.failed`, or `error` on the session chat stream",
+        "interrupted": "`event: run.cancelled` (after `POST /v1/runs/{id}/stop`) or `run.interrupted`",
+        "output": "`message.delta` / `assistant.delta`, `tool.started` / `tool.completed`, and `run.completed`'s "
+        "`output` or `messages[]`",
+        "event id": "nothing: no SSE `id:` lines (payloads carry `seq`)",
+    }
+    wire_examples = {
+        "CK101": "GET /v1/runs/run_1/events                          SSE\n"
+        '  event: message.delta    data: {"delta":"Hi","run_id":"run_1"}\n'
+        '  event: run.completed    data: {"output":"Hi","run_id":"run_1"}   completed\n'
+        '  event: message.delta    data: {"delta":" again","run_id":"run_1"}   after the terminal',
+        "CK102": "GET /v1/runs/run_1/events                          SSE\n"
+        '  event: message.delta    data: {"delta":"Hello, wor","run_id":"run_1"}\n'
+        "  (the stream ends: no run.completed, run.failed or run.cancelled)",
+        "CK105": "GET /v1/runs/run_1/events                          SSE\n"
+        '  event: tool.started     data: {"tool":"search","run_id":"run_1"}\n'
+        '  event: run.completed    data: {"output":"","run_id":"run_1"}   rejected: active-work (no tool.completed)',
+        "CK302": "GET /v1/runs/run_1/events                          SSE\n"
+        '  event: run.failed       data: {"error":"","run_id":"run_1"}   no reason',
+    }
 
     # -- input ------------------------------------------------------------------
 

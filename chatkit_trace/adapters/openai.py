@@ -576,6 +576,33 @@ class OpenAIProtocol(AdapterProtocol):
     """
 
     name = "openai"
+    #: chatkit's words on this wire (decisions.md 279)
+    wire_terms = {
+        "completed": "a chunk with `finish_reason` \"stop\", \"length\" or \"content_filter\", then `data: [DONE]` "
+        "(Chat Completions); `response.completed` or `response.incomplete` (Responses)",
+        "failed": "an `error` object in the stream or `finish_reason: \"error\"` (Chat Completions); "
+        "`response.failed` or `error` (Responses); an HTTP error status before the stream",
+        "interrupted": "nothing: the protocol has no stop event (the client closes the stream)",
+        "output": "`choices[].delta.content` and `delta.tool_calls` (Chat Completions); `response.output_text.delta` "
+        "and the output items (Responses)",
+        "event id": "nothing: OpenAI's SSE has no `id:` lines, so the UI cannot deduplicate or resume",
+    }
+    wire_examples = {
+        "CK101": 'POST /v1/chat/completions                          SSE\n'
+        '  data: {"choices":[{"delta":{"content":"Hi"}}]}\n'
+        '  data: {"choices":[{"delta":{},"finish_reason":"stop"}]}   completed\n'
+        '  data: {"choices":[{"delta":{"content":" again"}}]}        after the terminal: never shown\n'
+        '  data: [DONE]',
+        "CK102": 'POST /v1/chat/completions                          SSE\n'
+        '  data: {"choices":[{"delta":{"content":"Hello, wor"}}]}\n'
+        '  (the body ends: no chunk with finish_reason, no data: [DONE])',
+        "CK105": 'POST /v1/chat/completions                          SSE\n'
+        '  data: {"choices":[{"delta":{"tool_calls":[{"id":"call_1","function":{"name":"search"}}]}}]}\n'
+        '  data: {"choices":[{"delta":{},"finish_reason":"stop"}]}   rejected: active-work (no tool result)\n'
+        '  data: [DONE]',
+        "CK302": 'POST /v1/chat/completions                          HTTP 200, SSE\n'
+        '  data: {"error":{"message":""}}                         no code, empty message',
+    }
 
     #: For a tool-loop continuation request (see the module docstring):
     #: ``{tool_call_id: result}`` it carries, and the event to decode for it.

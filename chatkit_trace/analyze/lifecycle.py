@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
 from ..pipeline import STREAMING, FactRecord
-from ..trace import Exchange
+from ..trace import Exchange, run_status
 from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
@@ -22,6 +22,7 @@ from ._shared import (
     route_of,
     stop_notices,
 )
+from ._wire import wire_event, wire_sentence
 
 if TYPE_CHECKING:
     from ..core import MessageFact
@@ -58,9 +59,10 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         kinds = sorted({f.kind for fr in lost for f in fr.shadow if f.kind in OUTPUT_KINDS})
         if ex.reader_stop[0] == "terminal":
             term = frame_ref(ex.exchange.index, ex.reader_stop[1])
+            said = wire_event(ctx, term)
             message = (
-                f"{len(lost)} frame(s) of output arrived after the run's terminal frame {term}; "
-                "the UI's reader had stopped there, so this output is lost."
+                f"{len(lost)} frame(s) of output arrived after the run's terminal frame {term}"
+                f"{f' (on the wire: `{said}`)' if said else ''}; the UI's reader had stopped there, so this output is lost."
             )
             extra = [term]
         else:
@@ -306,7 +308,8 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 run_id=end.run_id,
                 frames=[marker],
                 message=f"The stream signalled its end at {marker} without a conclusion (no completed, failed or "
-                "interrupted before it): the spinner never stops unless something invents an outcome.",
+                "interrupted before it): the spinner never stops unless something invents an outcome."
+                + wire_sentence(ctx, marker, what="the end signal"),
                 detail={"marker_frame": marker, "settled_later_by": settled},
                 keys=[e.index],
             )
@@ -322,8 +325,9 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
                 message = (f"Run {end.run_id} had no conclusion when {what} {closed}, and nothing later settled it: "
                            "its outcome stays unknown (the UI shows it running).")
             else:
-                message = (f"The stream of run {end.run_id} ended cleanly without a conclusion and nothing later settled "
-                           "the run: its outcome stays unknown.")
+                message = (f"The stream of run {end.run_id} ended cleanly without a conclusion (no completed, failed or "
+                           "interrupted) and nothing later settled the run: its outcome stays unknown.")
+            message += wire_sentence(ctx, end.last)
             yield make_finding(
                 "CK102",
                 session_id=end.session_id,
@@ -360,7 +364,8 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
             frames=[first.last],
             message=f"{len(items)} run(s) on {route} ended their stream without a conclusion and only a later "
             f"{items[0][1]} read settled them: until a refresh the UI shows them running (no completed, failed or "
-            "interrupted came from the stream; if the protocol has an end-of-run event, the adapter does not decode it).",
+            "interrupted came from the stream; if the protocol has an end-of-run event, the adapter does not decode it)."
+            + wire_sentence(ctx, first.last),
             detail={"route": route, "runs": [f"{end.session_id}/{end.run_id}" for end, _ in items[:20]], "count": len(items)},
             keys=[route],
             frame_in_fingerprint=False,
@@ -471,9 +476,20 @@ def stop_by_close_unconfirmed(ctx: Context) -> Iterator[Finding]:
 @analyzer("CK105")
 def completed_with_running_tool(ctx: Context) -> Iterator[Finding]:
     """CK105 (R6.5, R3.6): a run completed while a tool call was still running (active-work)."""
-    yield from reason_finding(
-        "CK105", "active-work", "The run completed while a tool call was still running ({detail}): the tool spins forever.", ctx
-    )
+    for f in reason_finding(
+        "CK105",
+        "active-work",
+        "The backend concluded the run as completed while a tool call was still running ({detail}): the Core rejects "
+        "that completion (active-work), so the run is not completed.",
+        ctx,
+    ):
+        # say how the run stands in the one vocabulary (RUN_STATUSES), and what the wire sent
+        view = ctx.run_view(f.session_id, f.run_id) if f.run_id else None
+        status = run_status(view.status, view.connection) if view is not None else run_status(None)
+        said = wire_event(ctx, f.frames[0] if f.frames else None)
+        wire = f" On the wire the completion was `{said}`." if said else ""
+        f.message += f" The run stays {status} and the tool spins forever.{wire}"
+        yield f
 
 
 @analyzer("CK106")

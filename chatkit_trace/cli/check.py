@@ -448,7 +448,11 @@ def render_text(result: CheckResult, *, color: bool = False, width: int | None =
     console.print(tail)
     if result.findings:
         code = min(result.findings, key=lambda f: (severity_rank(f.severity), f.code)).code
-        console.print(Text(f"explain a code and its rules: chatkit-trace explain {code}  (docs/rules.md#{code.lower()})", style="dim"))
+        import shlex
+
+        # in this trace's protocol: chatkit's words and the example on its wire (decisions.md 279)
+        console.print(Text(f"explain a code and its rules: chatkit-trace explain {code} --trace {shlex.quote(str(result.trace))}  "
+                           f"(docs/rules.md#{code.lower()})", style="dim"))
     text = console.export_text(styles=color)
     return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
 

@@ -4,8 +4,9 @@ Sends the fixture's recorded requests to a live backend (keeping the
 recording's causality), records the new traffic, and compares its structure
 with the recording: run outcomes, message and part ids and types, tool
 names and states, findings; text that models vary is ignored.  Exit 0 when
-the structure is the same, 1 on a structural regression, 2 on a usage or
-input error.  See :mod:`chatkit_trace.fixtures.redrive`.
+the structure is the same (findings that vanished are reported as fixed),
+1 on a structural regression or a new error or warning finding, 2 on a usage
+or input error.  See :mod:`chatkit_trace.fixtures.redrive`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="send a fixture's recorded requests to a live backend and compare the structure; exit 1 on a regression",
         description="Send the fixture's recorded requests to a live backend, record the new traffic and compare its "
         "structure with the recording (run outcomes, message/part ids and types, tool names, findings), ignoring "
-        "text. Exit 1 on a structural regression.",
+        "text. A finding the recording had and the new traffic does not is reported as fixed (never a regression); "
+        "a new error or warning finding is one. Exit 1 on a structural regression.",
     )
     p.add_argument("fixture", metavar="FIXTURE", help="a *.chatkit.json fixture")
     p.add_argument("--upstream", "-u", required=True, metavar="URL", help="the live backend's base URL (http://host:port)")

@@ -211,8 +211,12 @@ class Page:
             await asyncio.sleep(0.01)
 
     def status(self, run_id: str) -> str | None:
+        """How the run stands in the page's UI, in the one vocabulary
+        (:data:`chatkit_trace.trace.RUN_STATUSES`); None: the page does not show it."""
+        from ..trace import run_status
+
         view = self.runtime.core.run_view(run_id)
-        return None if view is None else str(view.status)
+        return None if view is None else run_status(view.status, view.connection)
 
     def text_of(self, run_id: str) -> str:
         for m in self.runtime.core.snapshot.messages:
@@ -266,7 +270,7 @@ class SessionOutcome:
 
     def statuses(self) -> str:
         """``completed, failed, …``: how each run ended in the UI."""
-        return ", ".join(status or "unknown to the page" for _, _, status in self.runs)
+        return ", ".join(status or "not shown" for _, _, status in self.runs)
 
 
 Steps = Callable[["Driver", "DemoSession", SessionOutcome], Awaitable[None]]

@@ -441,15 +441,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def first_finding_run(report: DemoReport) -> tuple[str, str] | None:
-    """The first run, in the order the demo played its sessions, with an error or
-    warning finding: where the viewer opens."""
+    """Where the viewer opens: the first run, in the order the demo played its
+    sessions, with an error finding; only when no run has one, the first with
+    a warning (decisions.md 281: a warning-only run is not the bug to show first)."""
     order = {o.session_id: i for i, o in enumerate(report.outcomes)}
-    runs = [
-        (order.get(f.session_id or "", len(order)), f.session_id, f.run_id)
-        for f in report.check.findings
-        if f.session_id and f.run_id and f.severity in ("error", "warning")
-    ]
-    if not runs:
-        return None
-    _, session, run = min(runs, key=lambda r: (r[0], str(r[1]), str(r[2])))
-    return session, run
+    for severities in (("error",), ("warning",)):
+        runs = [
+            (order.get(f.session_id or "", len(order)), f.session_id, f.run_id)
+            for f in report.check.findings
+            if f.session_id and f.run_id and f.severity in severities
+        ]
+        if runs:
+            _, session, run = min(runs, key=lambda r: (r[0], str(r[1]), str(r[2])))
+            return session, run
+    return None

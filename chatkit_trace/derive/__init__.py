@@ -31,7 +31,7 @@ analyzers and the store; the store knows nothing of it.
 
 from ._engine import TRACE_LEVEL, Deriver, DeriveResult, SessionDerivation, derive_exchanges, merge_findings, session_counts
 from ._parallel import derive_parallel
-from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, run_summaries
+from ._rows import RunSummary, derived_rows, fact_summary, finding_rows, reader_stops, run_summaries, unstarted_runs, wait_span
 from ._sessions import TraceSessions, split_shared
 
 __all__ = [
@@ -47,7 +47,10 @@ __all__ = [
     "fact_summary",
     "finding_rows",
     "merge_findings",
+    "reader_stops",
     "run_summaries",
+    "unstarted_runs",
+    "wait_span",
     "session_counts",
     "split_shared",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from ..analyze import Finding
 from ..core import MessageFact, ReasoningPart, RuntimeMessage, RunView, Snapshot, TextPart, thaw
 from ..pipeline import FactRecord, FrameRecord, HistoryRecord, Replay, RunRecord
 
-__all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries"]
+__all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries", "reader_stops", "unstarted_runs", "wait_span"]
 
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -120,9 +120,61 @@ class RunSummary:
     def run_id(self) -> str:
         return self.view.id
 
+    #: When the user's wait began and the end they saw (:func:`wait_span`).
+    started_at: float | None = None
+    ended_at: float | None = None
+
     @property
     def exchanges(self) -> list[int]:
         return list(self.record.exchanges) if self.record is not None else []
+
+    @property
+    def duration(self) -> float:
+        """How long the user waited for the run (:func:`wait_span`), seconds."""
+        if self.started_at is None or self.ended_at is None:
+            return 0.0
+        return max(0.0, self.ended_at - self.started_at)
+
+
+#: Exchanges that start a run: the user's wait begins with their request.
+_STARTS = ("run", "regenerate", "edit", "resume")
+
+
+def wait_span(
+    exchanges: Iterable[Any], frame_times: Iterable[float], stops: Mapping[int, float] | None = None
+) -> tuple[float | None, float | None]:
+    """``(start, end)`` of a run as the user waited for it (decisions.md 278):
+    from the request that started it (else its first frame: a run another
+    client started) to the end the user saw: where the UI's reader stopped
+    on a stream (``stops``: exchange index -> the terminal frame's time),
+    else the response's end (an HTTP 500 after the backend's retries is one
+    error body, 9.7 s after the request), else its last frame."""
+    times = list(frame_times)
+    own = [e for e in exchanges if e.capability in _STARTS]
+    start = min((e.started_at for e in own), default=min(times, default=None))
+    if start is None:
+        return None, None
+    stops = stops or {}
+    ends = [stops.get(e.index, e.ended_at) for e in own]
+    seen = [t for t in ends if t is not None]
+    if stops:
+        cut = max(stops.values())
+        times = [t for t in times if t <= cut]  # frames after the terminal: the reader had stopped
+    end = max([*times, *seen], default=start)
+    return start, max(start, end)
+
+
+def reader_stops(replay: Replay, indexes: Iterable[int]) -> dict[int, float]:
+    """Where the UI's reader stopped at a terminal frame, per exchange: its time."""
+    out: dict[int, float] = {}
+    for i in indexes:
+        rec = replay.exchanges.get(i)
+        if rec is None or rec.reader_stop is None or rec.reader_stop[0] != "terminal":
+            continue
+        at = next((fr.at for fr in rec.frames if fr.frame_index == rec.reader_stop[1]), None)
+        if at is not None:
+            out[i] = at
+    return out
 
 
 def run_summaries(replay: Replay) -> list[RunSummary]:
@@ -141,8 +193,30 @@ def run_summaries(replay: Replay) -> list[RunSummary]:
     for sid, s in replay.sessions.items():
         for view in s.run_views():
             (n, violations), rejections = facts.get((sid, view.id), ([0, 0], Counter()))
-            out.append(RunSummary(sid, view, s.runs.get(view.id), frames.get((sid, view.id), []), n, violations, rejections))
+            rec = s.runs.get(view.id)
+            times = frames.get((sid, view.id), [])
+            indexes = rec.exchanges if rec else []
+            own = [replay.exchanges[i].exchange for i in indexes if i in replay.exchanges]
+            start, end = wait_span(own, times, reader_stops(replay, indexes))
+            out.append(RunSummary(sid, view, rec, times, n, violations, rejections, start, end))
     return out
+
+
+def unstarted_runs(replay: Replay) -> list[tuple[str, RunRecord, float | None, float | None]]:
+    """Runs the Core never started (a request that failed or was refused,
+    R2.2: status ``not started``), with their wait span: ``(session, record,
+    start, end)``, in the order they were sent."""
+    out = []
+    for sid, s in replay.sessions.items():
+        shown = {v.id for v in s.run_views()}
+        for rid, rec in s.runs.items():
+            if rid in shown:
+                continue
+            own = [replay.exchanges[i] for i in rec.exchanges if i in replay.exchanges]
+            if any(x.dispatch == "refused" for x in own):
+                start, end = wait_span([x.exchange for x in own], [])
+                out.append((sid, rec, start, end))
+    return sorted(out, key=lambda r: r[2] if r[2] is not None else 0.0)
 
 
 def derived_rows(replay: Replay) -> Rows:
@@ -232,8 +306,9 @@ def _run_row(r: RunSummary) -> dict[str, Any]:
         "frames": len(times),
         "facts": r.facts,
         "rejected": r.violations,
-        "first_at": min(times) if times else None,
-        "last_at": max(times) if times else None,
+        # the user's wait: from the run's request to the end they saw (decisions.md 278)
+        "first_at": r.started_at,
+        "last_at": r.ended_at,
         "settled_snapshot": _dumps(_run_part(rec.settled, view.id)) if rec and rec.settled else None,
     }
 

@@ -139,6 +139,14 @@ class MyProtocol(AdapterProtocol):
     """The seed's ``createMyAdapter`` protocol."""
 
     name = "myproto"
+    #: chatkit's words on this wire (decisions.md 279); rules.md's examples are in this protocol
+    wire_terms = {
+        "completed": '`{"type":"done"}`',
+        "failed": '`{"type":"error","code":…,"message":…}`',
+        "interrupted": "nothing: the example protocol has no interrupted event",
+        "output": '`{"type":"text"}` (the whole text so far), `{"type":"tool"}`, `{"type":"tool_result"}`',
+        "event id": "the SSE `id:` of every event",
+    }
 
     def encode_input(self, input: Any, ctx: EncodeContext) -> Any:
         return {"text": input_text(input)}

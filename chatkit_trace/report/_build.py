@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 
 from ..analyze import CATALOGUE, Finding, Options, severity_rank
 from ..analyze._context import Context
-from ..derive import Deriver, SessionDerivation, fact_summary
+from ..derive import Deriver, SessionDerivation, fact_summary, reader_stops, wait_span
 from ..errors import ReportError
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
-from ..trace import Exchange, replay_order
+from ..trace import Exchange, replay_order, run_status
 from ..wire import Frame, replace_frame
 from ._html import HtmlWriter
 from ._rules import rule_text
@@ -371,7 +371,7 @@ class _Builder:
             c = facts_per_run[(f.fact.session_id, f.fact.run_id)]
             c[0] += 1
             c[1] += int(f.result.violation)
-        starts = {e.index: e.started_at for e in exchanges if e.capability is not None}
+        by_index = {e.index: e for e in exchanges}
         out = []
         known = set()
         for sid, s in rep.sessions.items():
@@ -379,9 +379,9 @@ class _Builder:
                 rec = s.runs.get(view.id)
                 times = frames_per_run.get((sid, view.id), [])
                 facts, rejected = facts_per_run.get((sid, view.id), [0, 0])
-                first_at = min(times) if times else None
-                last_at = max(times) if times else None
                 exs = tuple(rec.exchanges) if rec else ()
+                # the user's wait: from the run's request to the end they saw (decisions.md 278)
+                first_at, last_at = wait_span([by_index[e] for e in exs if e in by_index], times, reader_stops(rep, exs))
                 info = RunInfo(
                     sid, view.id, _display_status(view.status, view.connection), view.origin, view.connection, view.phase,
                     (last_at - first_at) if first_at is not None and last_at is not None else None,
@@ -389,8 +389,7 @@ class _Builder:
                     settled_by=rec.settled_by if rec else None, settled_at=rec.settled_at if rec else None,
                     error=view.error.to_json() if view.error else None, interrupt_reason=view.interrupt_reason,
                 )
-                t = [starts[e] for e in exs if e in starts]
-                info.first_at = min(t) if t else (first_at if first_at is not None else (view.created_at or 0) / 1000.0)
+                info.first_at = first_at if first_at is not None else (view.created_at or 0) / 1000.0
                 out.append((info, self._run_row(info, view)))
                 known.add((sid, view.id))
         # runs a finding names that the Core never started (the send failed, CK110 ...)
@@ -407,9 +406,10 @@ class _Builder:
                     p = _parse_ref(ref)
                     if p is not None and p[0] not in named:
                         named.append(p[0])
-            info = RunInfo(finding.session_id, finding.run_id, "not started", exchanges=tuple(named), replay_session=session_id)
-            t = [starts[e] for e in named if e in starts]
-            info.first_at = min(t) if t else None
+            info = RunInfo(finding.session_id, finding.run_id, run_status(None), exchanges=tuple(named), replay_session=session_id)
+            start, end = wait_span([by_index[e] for e in named if e in by_index], [])
+            info.first_at = start
+            info.duration = None if start is None or end is None else end - start
             out.append((info, self._run_row(info, None)))
         return out
 

@@ -345,6 +345,14 @@ class CoreMachine(RuleBasedStateMachine):
         assert core.apply_history(history).ok
         self.page_from = shown[0].run_id if len(shown) < len(turns) else None
         snap = core.snapshot
+        named = {t.run_id for t in shown}
+        for view in prior.runs:
+            if snap.run(view.id) is None:
+                # a settled run the read does not name goes with its messages
+                # (decisions.md 272); an older page brings it back as history's,
+                # without its input (seed 000 §10.3: "从历史里读出来的轮次没有输入")
+                assert view.terminal and view.id not in named, view
+                self.inputs.pop(view.id, None)
         ids = [m["id"] for m in messages]
         assert [m.id for m in snap.messages][: len(ids)] == ids  # history's messages, history's order
         for m in messages:

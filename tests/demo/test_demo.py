@@ -293,8 +293,23 @@ def test_the_demo_points_the_viewer_at_the_first_run_with_a_finding(demo):
         capture_output=True, text=True, timeout=60,
     )
     findings = json.loads(check.stdout)["findings"]
-    bad = [(f["session_id"], f["run_id"]) for f in findings if f["severity"] in ("error", "warning") and f["run_id"]]
-    assert (session, run) in bad
+    bad = [(f["session_id"], f["run_id"]) for f in findings if f["severity"] == "error" and f["run_id"]]
+    assert (session, run) in bad  # an error, not a warning-only run (decisions.md 281)
     order = [s.id for s in DEMO_SESSIONS]
     assert order.index(session) == min(order.index(s) for s, _ in bad)  # the first bug, not the clean session
     assert session != order[0]
+
+
+def test_the_viewer_opens_on_the_first_error_before_an_earlier_warning_only_run():
+    from types import SimpleNamespace
+
+    from chatkit_trace.demo.play import DemoReport, first_finding_run
+
+    finding = lambda sid, rid, sev: SimpleNamespace(session_id=sid, run_id=rid, severity=sev)  # noqa: E731
+    report = DemoReport(Path("x.db"), outcomes=[SimpleNamespace(session_id=s) for s in ("a", "b", "c")])
+    report.check = SimpleNamespace(findings=[finding("a", "r1", "warning"), finding("c", "r3", "error"), finding("b", "r2", "info")])
+    assert first_finding_run(report) == ("c", "r3")
+    report.check.findings = [finding("b", "r2", "warning"), finding("a", "r1", "info")]
+    assert first_finding_run(report) == ("b", "r2")  # no error anywhere: the first warning
+    report.check.findings = [finding("a", "r1", "info")]
+    assert first_finding_run(report) is None
