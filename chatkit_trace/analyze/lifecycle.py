@@ -492,6 +492,10 @@ def completed_with_running_tool(ctx: Context) -> Iterator[Finding]:
         yield f
 
 
+#: What may end a stopped run, the expected one first (CK106's wire words).
+_STOP_ENDS = ("interrupted", "completed", "failed")
+
+
 @analyzer("CK106")
 def stop_without_end(ctx: Context) -> Iterator[Finding]:
     """CK106 (R9.1, R9.4): a stop was accepted but no terminal of any kind
@@ -515,7 +519,7 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
                     run_id=cmd.run_id,
                     frames=[ref],
                     message=f"The stop of run {cmd.run_id} was sent on the socket ({ref}) but no terminal followed and "
-                    "nothing settled the run: Stop does nothing.",
+                    "nothing settled the run: Stop does nothing." + wire_sentence(ctx, kinds=_STOP_ENDS),
                     detail={"abort_frame": ref, "run_status": view.status},
                     keys=[ref],
                 )
@@ -531,7 +535,7 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
             run_id=e.run_id,
             frames=[frame_ref(e.index, None)],
             message=f"The stop of run {e.run_id} was accepted (HTTP {e.status}) but no terminal followed and nothing "
-            "settled the run: Stop does nothing.",
+            "settled the run: Stop does nothing." + wire_sentence(ctx, kinds=_STOP_ENDS),
             detail={"abort_exchange": e.index, "status": e.status, "run_status": view.status},
             keys=[e.index],
         )
