@@ -48,7 +48,7 @@ async def _story(base: str, sid: str) -> tuple[str, str, str]:
     try:
         rid = await page.send("Tell me a long story")
         await page.quiet()
-        assert page.status(rid) == "running"  # the cut left the outcome unknown (R3.4)
+        assert page.status(rid) == "outcome unknown"  # the cut: running, its connection gone (R3.4)
         await page.close()
         page = Page(base, sid, first_run=2)
         await page.runtime.refresh_history()
