@@ -80,8 +80,12 @@ from ._pvec import PVec
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
 from ._state import (
     ABORT_TRANSITIONS,
+    ALLOWED_IN,
+    COMPLETED,
     CONNECTION_STATES,
     CORE_CAPABILITIES,
+    FAILED,
+    INTERRUPTED,
     PHASES,
     QUEUED,
     RUNNING,
@@ -115,6 +119,25 @@ _REJ_SEALED = rejected(R.TERMINAL_SEALED)
 _REJ_DUP = rejected(R.DUPLICATE_EVENT)
 _REJ_SEQ = rejected(R.SOURCE_SEQUENCE_REGRESSED)
 _REJ_OUTPUT = rejected(R.OUTPUT_SEALED)
+
+#: The statuses in which the run state machine's table admits each output
+#: fact (read from it once: an emitter's test is a set lookup).
+_MESSAGE_OK, _DELTA_OK, _PHASE_OK, _WORK_ITEM_OK = (ALLOWED_IN[e] for e in ("message", "delta", "phase", "work-item"))
+#: A fact the table refuses in the run's status: the rejection's words, per event.
+_REFUSALS = {
+    "message": "run is {}",
+    "delta": "run is {}",
+    "phase": "phase on a {} run",
+    "work-item": "work item on a {} run",
+    COMPLETED: "completed on a {} run",
+    FAILED: "failed on a {} run",
+    INTERRUPTED: "interrupted on a {} run",
+}
+
+
+def _refused(run: _Run, event: str) -> FactResult:
+    """``invalid-transition``: the table has no ``(status, event)`` for the run."""
+    return rejected(R.INVALID_TRANSITION, _REFUSALS[event].format(run.view.status))
 _REJ_NO_CHANGE = rejected(R.NO_CHANGE)
 
 
@@ -504,8 +527,8 @@ class ChatCore:
         if err is not None:
             self._invalid(err)
             return rejected(R.INVALID_MESSAGE, err.rule)
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
+        if run.view.status not in _MESSAGE_OK:
+            return _refused(run, "message")
         if old is not None:
             if old == msg:
                 return _REJ_NO_CHANGE
@@ -576,8 +599,8 @@ class ChatCore:
             return _REJ_SEQ
         if run.output_sealed:
             return _REJ_OUTPUT
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"run is {run.view.status}")
+        if run.view.status not in _DELTA_OK:
+            return _refused(run, "delta")
         tail = self._tail
         if tail is not None and (tail.part_id != part_id or tail.message_id != message_id):
             tail = None  # another part: looked up (the read below writes the pending deltas)
@@ -646,8 +669,8 @@ class ChatCore:
             return _REJ_SEQ
         if phase not in PHASES:
             return rejected(R.INVALID_TRANSITION, f"unknown phase {phase!r}")
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"phase on a {run.view.status} run")
+        if run.view.status not in _PHASE_OK:
+            return _refused(run, "phase")
         if run.view.phase == phase:
             return _REJ_NO_CHANGE
         self._set_view(run, replace(run.view, phase=phase))
@@ -680,8 +703,8 @@ class ChatCore:
             return rejected(R.MISSING_WORK_ITEM_ID)
         if item.status not in WORK_STATUSES:
             return rejected(R.INVALID_TRANSITION, f"unknown work item status {item.status!r}")
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"work item on a {run.view.status} run")
+        if run.view.status not in _WORK_ITEM_OK:
+            return _refused(run, "work-item")
         old = run.view.work_items.get(item.id)
         if old is not None:
             if old == item:
@@ -715,16 +738,46 @@ class ChatCore:
                     return p.tool_call_id
         return None
 
-    def _terminal_gate(
-        self, session_id: str | None, run_id: str, event_id: str | None, seq: Any
-    ) -> _Run | FactResult:
+    def _terminal(
+        self,
+        event: str,
+        session_id: str | None,
+        run_id: str,
+        event_id: str | None,
+        seq: Any,
+        at: float | None,
+        *,
+        error: Any = None,
+        reason: str | None = None,
+    ) -> FactResult:
+        """The one terminal gate (R3.4, R3.5): admission, the run state
+        machine's table, then the run settled as ``event`` says."""
         run = self._gate(session_id, run_id, event_id)
         if type(run) is FactResult:
             return run
         assert isinstance(run, _Run)
         if not self._sequence_ok(run, seq):
             return _REJ_SEQ
-        return run
+        if run.view.status not in ALLOWED_IN[event]:
+            return _refused(run, event)
+        if event == COMPLETED:
+            # After an acknowledged stop the tool's own settlement is output and
+            # cannot be admitted (output-sealed), so running work cannot block the
+            # terminal: the terminal event ends the run (seed 000 §9, §12;
+            # decisions.md 101).  Work still running is cancelled, as on any stop.
+            if not run.output_sealed:
+                busy = self._running_work(run)
+                if busy is not None:
+                    return rejected(R.ACTIVE_WORK, f"tool call {busy!r} is still running")
+            self._settle(run, COMPLETED, at=at, cancel_work=run.output_sealed)
+        elif event == FAILED:
+            self._settle(run, FAILED, error=to_run_error(error), at=at)
+        else:
+            why = reason or ("abort" if run.view.abort is not None else "protocol")
+            self._settle(run, INTERRUPTED, interrupt_reason=why, at=at)
+        self._admitted(run, event_id, seq)  # type: ignore[arg-type]
+        self._after_settle(run)
+        return ACCEPTED
 
     def emit_completed(
         self,
@@ -737,24 +790,7 @@ class ChatCore:
         at: float | None = None,
     ) -> FactResult:
         """The backend explicitly concluded the run (R2.4, R3.4)."""
-        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
-        if type(run) is FactResult:
-            return run
-        assert isinstance(run, _Run)
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"completed on a {run.view.status} run")
-        # After an acknowledged stop the tool's own settlement is output and
-        # cannot be admitted (output-sealed), so running work cannot block the
-        # terminal: the terminal event ends the run (seed 000 §9, §12;
-        # decisions.md 101).  Work still running is cancelled, as on any stop.
-        if not run.output_sealed:
-            busy = self._running_work(run)
-            if busy is not None:
-                return rejected(R.ACTIVE_WORK, f"tool call {busy!r} is still running")
-        self._settle(run, "completed", at=at, cancel_work=run.output_sealed)
-        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
-        self._after_settle(run)
-        return ACCEPTED
+        return self._terminal(COMPLETED, session_id, run_id, event_id, source_sequence, at)
 
     def emit_failed(
         self,
@@ -769,16 +805,7 @@ class ChatCore:
     ) -> FactResult:
         """The backend explicitly failed the run; ``error`` goes through
         :func:`to_run_error` (R5.3)."""
-        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
-        if type(run) is FactResult:
-            return run
-        assert isinstance(run, _Run)
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"failed on a {run.view.status} run")
-        self._settle(run, "failed", error=to_run_error(error), at=at)
-        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
-        self._after_settle(run)
-        return ACCEPTED
+        return self._terminal(FAILED, session_id, run_id, event_id, source_sequence, at, error=error)
 
     def emit_interrupted(
         self,
@@ -792,17 +819,7 @@ class ChatCore:
         at: float | None = None,
     ) -> FactResult:
         """The backend explicitly interrupted the run (R2.4)."""
-        run = self._terminal_gate(session_id, run_id, event_id, source_sequence)
-        if type(run) is FactResult:
-            return run
-        assert isinstance(run, _Run)
-        if run.view.status != RUNNING:
-            return rejected(R.INVALID_TRANSITION, f"interrupted on a {run.view.status} run")
-        why = reason or ("abort" if run.view.abort is not None else "protocol")
-        self._settle(run, "interrupted", interrupt_reason=why, at=at)
-        self._admitted(run, event_id, source_sequence)  # type: ignore[arg-type]
-        self._after_settle(run)
-        return ACCEPTED
+        return self._terminal(INTERRUPTED, session_id, run_id, event_id, source_sequence, at, reason=reason)
 
     def _settle(
         self,
@@ -1095,7 +1112,7 @@ class ChatCore:
         while self._queue:
             run_id = self._queue.pop(0)
             run = self._runs.get(run_id)
-            if run is None or run.view.status != QUEUED:
+            if run is None or run.view.status not in ALLOWED_IN["dispatch"]:
                 continue
             before = tuple(self._messages)
             for msg in run.project:
@@ -1128,7 +1145,7 @@ class ChatCore:
         run that is not queued.
         """
         run = self._runs.get(run_id)
-        if run is None or run.view.status != QUEUED:
+        if run is None or run.view.status not in ALLOWED_IN["dispatch"]:
             return _refuse(f"run {run_id!r} is not queued")
         self._queue.remove(run_id)
         self._queue.insert(0, run_id)
@@ -1173,7 +1190,7 @@ class ChatCore:
         if run is None:
             return _refuse(f"unknown run {run_id!r}")
         view = run.view
-        if view.status == QUEUED:
+        if view.status in ALLOWED_IN["cancel"]:
             if run_id in self._queue:
                 self._queue.remove(run_id)
             self._set_view(

@@ -44,6 +44,8 @@ __all__ = [
     "TERMINAL",
     "RUN_STATUSES",
     "RUN_TRANSITIONS",
+    "OUTPUT_EVENTS",
+    "ALLOWED_IN",
     "WORK_TRANSITIONS",
     "WORK_STATUSES",
     "CONNECTION_STATES",
@@ -66,16 +68,28 @@ INTERRUPTED = "interrupted"
 RUN_STATUSES = (QUEUED, RUNNING, COMPLETED, FAILED, INTERRUPTED)
 TERMINAL = frozenset({COMPLETED, FAILED, INTERRUPTED})
 
-#: (status, event) -> new status.
+#: The facts that carry a run's output (R2.4, R3.2a): admitted where the
+#: table lets them keep the run's status (only ``running`` does).
+OUTPUT_EVENTS = ("message", "delta", "phase", "work-item")
+
+#: (status, event) -> new status: every fact and command that touches a
+#: run's status, the output facts included (they keep it).
 RUN_TRANSITIONS: dict[tuple[str, str], str] = {
     (QUEUED, "dispatch"): RUNNING,
     (QUEUED, "cancel"): INTERRUPTED,
+    **{(RUNNING, event): RUNNING for event in OUTPUT_EVENTS},
     (RUNNING, "completed"): COMPLETED,
     (RUNNING, "failed"): FAILED,
     (RUNNING, "interrupted"): INTERRUPTED,
     (RUNNING, "calibrate-completed"): COMPLETED,
     (RUNNING, "calibrate-failed"): FAILED,
     (RUNNING, "calibrate-interrupted"): INTERRUPTED,
+}
+
+#: event -> the statuses in which the table allows it (:data:`RUN_TRANSITIONS`
+#: read by event, once: the runtime's per-fact test is a set lookup).
+ALLOWED_IN: dict[str, frozenset[str]] = {
+    event: frozenset(s for (s, e) in RUN_TRANSITIONS if e == event) for event in {e for (_, e) in RUN_TRANSITIONS}
 }
 
 
@@ -166,10 +180,17 @@ def next_run_status(status: str, event: str) -> str | None:
 
 
 def mermaid() -> str:
-    """A mermaid state diagram of :data:`RUN_TRANSITIONS` (for the docs)."""
+    """A mermaid state diagram of :data:`RUN_TRANSITIONS` (for the docs; a
+    status's output facts, which keep it, drawn as one loop)."""
     lines = ["stateDiagram-v2", "    [*] --> queued: send", "    [*] --> running: register_run / resume"]
+    loops: dict[str, list[str]] = {}
     for (src, event), dst in RUN_TRANSITIONS.items():
+        if src == dst and event in OUTPUT_EVENTS:
+            loops.setdefault(src, []).append(event)
+            continue
         lines.append(f"    {src} --> {dst}: {event}")
+    for src, events in loops.items():
+        lines.append(f"    {src} --> {src}: {', '.join(events)}")
     for t in sorted(TERMINAL):
         lines.append(f"    {t} --> [*]")
     return "\n".join(lines) + "\n"
