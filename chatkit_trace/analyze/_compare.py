@@ -937,6 +937,7 @@ def ignored_stops(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     out: dict[tuple[str, str], dict[str, Any]] = {}
+    by_read: dict[tuple[int, int | None], list[Comparison]] = {}  # a read's comparisons, moving runs included, made once
     for ex in ctx.exchange_records():
         if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None or (ex.session_id, ex.run_id) in out:
             continue
@@ -946,7 +947,10 @@ def ignored_stops(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
         for h in s.history if s is not None else ():
             if h.result is None or h.at < closed:
                 continue
-            c = next((c for c in _read_comparisons(s, h, ctx.exchanges, moving=True) if c.run_id == ex.run_id), None)
+            read = (h.exchange_index, h.frame_index)
+            if read not in by_read:
+                by_read[read] = _read_comparisons(s, h, ctx.exchanges, moving=True)
+            c = next((c for c in by_read[read] if c.run_id == ex.run_id), None)
             if c is None:
                 continue
             live, hist = _answer_text(c.live), _answer_text(c.seen)
