@@ -83,9 +83,9 @@ def test_recorded_text_is_never_markup(tmp_path, capsys):
 
 
 def test_explained_difference_names_its_cause(tmp_path, capsys):
-    assert main(["diff", str(trace_from_case(tmp_path, "CK113"))]) == 1
+    assert main(["diff", str(trace_from_case(tmp_path, "CK117-sealed-notice"))]) == 1
     out = capsys.readouterr().out
-    assert "explained:" in out and "CK113" in out and "frame 0:1" in out
+    assert "explained:" in out and "CK117" in out and "frame 0:1" in out
 
 
 def test_check_prints_recorded_text_in_findings_literally(tmp_path, capsys):

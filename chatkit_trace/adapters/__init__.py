@@ -6,7 +6,23 @@ built-in protocols are ``openai``, ``adk``, ``a2a``, ``hermes`` and ``agui``
 """
 
 from ._factory import CAPABILITIES, Adapter, Decoded, SessionDecoder, create_adapter, updates_to_facts
-from ._limits import HISTORY_IDS, LIMITS, PASSIVE_INPUT, TOOL_ARGS, TOOL_RESULT, fallback_error, fallback_sent
+from ._limits import (
+    EARLIER_ROWS,
+    HISTORY_IDS,
+    LIMITS,
+    NOTE,
+    PASSIVE_INPUT,
+    REASONING,
+    REPORTED_FAILURE,
+    STOP_NOTICE,
+    TOOL_ARGS,
+    TOOL_RESULT,
+    WITHHELD,
+    fallback_error,
+    fallback_sent,
+    noted,
+    notes_of,
+)
 from ._protocol import (
     AbortRequestArgs,
     AdapterProtocol,
@@ -47,10 +63,16 @@ __all__ = [
     "FailedUpdate",
     "HistoryRequestArgs",
     "InterruptedUpdate",
+    "EARLIER_ROWS",
     "HISTORY_IDS",
     "LIMITS",
+    "NOTE",
     "PASSIVE_INPUT",
+    "REASONING",
+    "REPORTED_FAILURE",
+    "STOP_NOTICE",
     "TOOL_ARGS",
+    "WITHHELD",
     "MessageUpdate",
     "PhaseUpdate",
     "ProtocolUpdate",
@@ -64,6 +86,8 @@ __all__ = [
     "create_adapter",
     "fallback_error",
     "fallback_sent",
+    "noted",
+    "notes_of",
     "load_protocol",
     "register_protocol",
     "update_from_json",

@@ -23,16 +23,42 @@ things an adapter knows and analysis cannot see in the updates alone:
   the failure card is not empty.  :func:`fallback_error` keeps what the
   backend sent in the error's ``cause``; the finding (CK302) still reports
   what the backend sent.
+* **A note on a message** (decisions.md 250-256): what the adapter knows
+  about a message that no update field carries, kept in the message's
+  ``metadata`` under :data:`NOTE` (the adapter's own field, which the Core
+  stores and never interprets, R4.1): the text the backend reported as the
+  answer of a turn that failed (:data:`REPORTED_FAILURE`, CK120), how many
+  messages of earlier turns the run's final transcript carried and the
+  adapter left out (:data:`EARLIER_ROWS`, CK121), the parts of a history
+  message that are the backend's notice about a stop (:data:`STOP_NOTICE`,
+  CK117).  :func:`noted` writes a note, :func:`notes_of` reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from ..core import ABSENT, RunError, freeze
+from ..core import ABSENT, RunError, RuntimeMessage, freeze
 
-__all__ = ["HISTORY_IDS", "LIMITS", "PASSIVE_INPUT", "TOOL_ARGS", "TOOL_RESULT", "fallback_error", "fallback_sent"]
+__all__ = [
+    "EARLIER_ROWS",
+    "HISTORY_IDS",
+    "LIMITS",
+    "NOTE",
+    "PASSIVE_INPUT",
+    "REASONING",
+    "REPORTED_FAILURE",
+    "STOP_NOTICE",
+    "TOOL_ARGS",
+    "TOOL_RESULT",
+    "WITHHELD",
+    "fallback_error",
+    "fallback_sent",
+    "noted",
+    "notes_of",
+]
 
 #: A completed tool call whose result the protocol has no field for.
 TOOL_RESULT = "tool-result"
@@ -46,6 +72,16 @@ TOOL_ARGS = "tool-args"
 #: A history read whose message ids are never the ids the live stream used.
 HISTORY_IDS = "history-ids"
 
+#: A run's stream has no event for the model's reasoning (Hermes ``/v1/runs``:
+#: ``reasoning.available`` repeats the answer's text), which history holds.
+REASONING = "reasoning"
+
+#: The event ends the run because a content policy withheld (or cut) the
+#: output (OpenAI ``finish_reason: content_filter``, a Responses
+#: ``response.incomplete`` for ``content_filter``): the completed update has no
+#: field for the reason (CK122).
+WITHHELD = "output-withheld"
+
 #: limit -> (what it costs the user, for the finding's message)
 LIMITS: dict[str, str] = {
     TOOL_RESULT: "tool calls complete without a result (the protocol has no field for it): the UI shows them "
@@ -57,7 +93,34 @@ LIMITS: dict[str, str] = {
     HISTORY_IDS: "history names every message by its own id, never by the id the live stream used (the protocol "
     "has no field that carries one to the other): a refresh replaces each live message with the same content "
     "under another id",
+    REASONING: "the model's reasoning never reaches the UI live (the stream has no event that carries it): the UI "
+    "shows the answer without it until a refresh loads it from history",
+    WITHHELD: "a run a content policy ended completes without a reason (the completed update has no field for it)",
 }
+
+#: The metadata key of an adapter's notes on a message (:func:`noted`).
+NOTE = "chatkit_trace.note"
+#: The backend reported a failed turn as the turn's answer: the text it sent.
+REPORTED_FAILURE = "reported-failure"
+#: The run's final transcript carried this many messages of earlier turns (left out).
+EARLIER_ROWS = "earlier-rows"
+#: The part ids of a history message that are the backend's notice about a stop.
+STOP_NOTICE = "stop-notice"
+
+
+def noted(message: RuntimeMessage, notes: Mapping[str, Any]) -> RuntimeMessage:
+    """``message`` with ``notes`` added to its adapter notes (``metadata[NOTE]``)."""
+    meta = dict(message.metadata) if isinstance(message.metadata, Mapping) else {}
+    old = meta.get(NOTE)
+    meta[NOTE] = {**(dict(old) if isinstance(old, Mapping) else {}), **notes}
+    return replace(message, metadata=freeze(meta))
+
+
+def notes_of(message: Any) -> Mapping[str, Any]:
+    """The adapter's notes on a message (empty when it has none)."""
+    meta = getattr(message, "metadata", None)
+    note = meta.get(NOTE) if isinstance(meta, Mapping) else None
+    return note if isinstance(note, Mapping) else {}
 
 _MARK = "chatkit_trace.fallback"
 

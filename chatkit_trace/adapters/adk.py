@@ -30,7 +30,11 @@ Id scheme (R4.3, R4.4; identical live and from history)
 * a ``functionResponse`` (its own event, ``role:user``, authored by the agent)
   is folded into the tool-call part of the message that made the call
   (R6.2): that message is re-emitted with ``result = response`` (``None``
-  when ``response`` is missing: an empty result, R6.4).  A response whose
+  when ``response`` is missing: an empty result, R6.4).  The response ADK
+  writes for a call the client's stop cut (its event has ``errorCode:
+  INVOCATION_ABORTED``, its response ``{"error": "Invocation was aborted by
+  client."}``) is no result: the call is ``cancelled``, with that reason as
+  its error (decisions.md 250).  A response whose
   call is unknown (another run's state) becomes a ``role:tool`` message with
   the event's id.
 * run identity = ``invocationId`` (history messages carry it as ``runId``).
@@ -284,6 +288,12 @@ class _Msg:
             elif kind == "call":
                 cid, args = payload.get("id", ABSENT), payload.get("args")
                 result = results.get(cid, ABSENT) if isinstance(cid, str) else ABSENT
+                if isinstance(result, _Aborted):  # the stop cut the call (R9.4): cancelled, with ADK's reason
+                    out.append(
+                        ToolCallPart(pid, cid, payload.get("name", ABSENT), args=_opt(args), status="cancelled",
+                                     error=_error(ABORTED, result.message))
+                    )
+                    continue
                 out.append(
                     ToolCallPart(
                         pid, cid, payload.get("name", ABSENT), args=_opt(args), result=result
@@ -299,6 +309,25 @@ class _Msg:
                 )
                 out.append(DataPart(pid, _DATA_KINDS[key], payload[key]))
         return RuntimeMessage(self.id, self.role, tuple(out), run_id=self.run_id)
+
+
+class _Aborted:
+    """A function response ADK wrote for a call the client's stop cut
+    (``errorCode: INVOCATION_ABORTED``): no result, the call was cancelled."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+
+
+def _result(event: Mapping[str, Any], response: Mapping[str, Any]) -> Any:
+    """A function response's result: ``response`` (missing: ``None``, an
+    empty result, R6.4), or :class:`_Aborted` on the event ADK writes when
+    the client's stop cut the call (R9.4)."""
+    if event.get("errorCode") == ABORTED:
+        return _Aborted(event.get("errorMessage"))
+    return response.get("response")
 
 
 def _opt(value: Any) -> Any:
@@ -424,7 +453,7 @@ def _content(
             fr = raw["functionResponse"]
             cid = _str_id(fr.get("id"))
             if cid is not None:
-                results[cid] = fr.get("response")  # missing -> None: an empty result (R6.4)
+                results[cid] = _result(event, fr)
             home: Any = tools.get(cid) if cid is not None else None  # a key of msgs when it is in msgs
             if home in msgs:
                 if home not in homes:

@@ -42,8 +42,11 @@ Ids (R4.3, R4.4)
   id, so messages are ``user:{row id}`` and ``assistant:{first row id}`` (the
   assistant/tool rows after a user row form one answer, built by the same
   code as the live one).  Message ids therefore never match the live ones;
-  part ids and types do, and so does visible text (see the tests).  A limit
-  of the protocol, not of the backend: :meth:`history_limits` says so
+  part ids and types do, and so does visible text (see the tests).  The
+  assistant row hermes appends when a stop cut a turn right after a tool
+  ("Operation interrupted.", :func:`stop_notice`) is a text part the
+  message notes as the backend's stop notice (``STOP_NOTICE``, CK117).  A
+  limit of the protocol, not of the backend: :meth:`history_limits` says so
   (``history-ids``), so live and history are paired by run and position
   and only content differences are findings (CK207 states the limit once
   per route).
@@ -76,7 +79,14 @@ Frame -> update
   transcript") rebuilds the answer (real call ids, args, results,
   reasoning) when it holds the live tool calls in order (it may hold more:
   a call to a tool that does not exist sends no tool events live and is
-  only there); then ``completed``.
+  only there); then ``completed``.  Rows stamped before the run began
+  (``run.started`` ``ts``) are earlier turns' (hermes sends the whole
+  conversation after a failed turn): left out, and the message notes how
+  many (``EARLIER_ROWS``, CK121).  A turn that streamed nothing and whose
+  transcript holds no model answer equal to the final text reported a
+  failure as its answer: noted (``REPORTED_FAILURE``, CK120; decisions.md
+  253, 258).  On ``/v1/runs`` it says the run's reasoning could not come
+  (``event_limits``: ``reasoning``, CK308).
 - ``run.failed``: failed, RunError ``run.failed`` + the error text;
   ``error`` (session stream, the handler raised): RunError ``error``.  An
   empty or missing text (``str(exc)`` of an exception without a message)
@@ -102,7 +112,8 @@ Where the real server departs from SPEC R11.4's table
 or sequence; a stop ends with ``run.cancelled``.  The session stream has
 ``run.started``, ``done`` and ``seq`` but no stop, reports an LLM failure as
 an answer (``assistant.completed`` with the error text, then
-``run.completed``; decoded as completed, the truth of the wire) and ``done``
+``run.completed``; decoded as completed, the truth of the wire, and noted
+for CK120) and ``done``
 follows every end.  The table's frames are still decoded when a backend adds
 them (``run.started``/``run.interrupted``/``done`` on ``/v1/runs``).  The
 events endpoint is a queue, not a broadcast: two subscribers split the
@@ -149,7 +160,17 @@ from ..core import (
     ToolCallPart,
     freeze,
 )
-from ._limits import HISTORY_IDS, TOOL_ARGS, TOOL_RESULT, fallback_error
+from ._limits import (
+    EARLIER_ROWS,
+    HISTORY_IDS,
+    REASONING,
+    REPORTED_FAILURE,
+    STOP_NOTICE,
+    TOOL_ARGS,
+    TOOL_RESULT,
+    fallback_error,
+    noted,
+)
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
     CompletedUpdate,
@@ -220,6 +241,10 @@ class _Answer:
         self.seg = 0  # text segment = tool calls so far
         self.tools = 0
         self.after_tool = False  # the current segment's first text is still to come
+        #: part ids that are Hermes' notice about a stop (:func:`stop_notice`)
+        self.notices: list[str] = []
+        #: the kind of the last row added (:meth:`add_row`)
+        self.last_row: str | None = None
 
     @property
     def parts(self) -> list[Any]:
@@ -245,7 +270,8 @@ class _Answer:
             self.parts[i] = part
 
     def message(self) -> RuntimeMessage:
-        return RuntimeMessage(self.message_id, "assistant", tuple(self.parts), run_id=self.run_id)
+        msg = RuntimeMessage(self.message_id, "assistant", tuple(self.parts), run_id=self.run_id)
+        return noted(msg, {STOP_NOTICE: list(self.notices)}) if self.notices else msg
 
     def delta(self, text: str) -> tuple[str | None, bool]:
         """Append streamed text: (part id or None, whether the part is new)."""
@@ -324,8 +350,13 @@ class _Answer:
 
     def add_row(self, row: Mapping[str, Any]) -> None:
         """One assistant or tool row of history / of the session transcript."""
+        after_tool, self.last_row = self.last_row == "tool", row.get("role")
         if row.get("role") == "tool":
             self.tool_result(row.get("tool_call_id"), row.get("content"))
+            return
+        if after_tool and stop_notice(row):
+            self.add_text(TextPart, "text", row["content"])
+            self.notices.append(f"text:{self.seg}")
             return
         self.add_text(
             ReasoningPart, "reasoning", _str(row.get("reasoning")) or row.get("reasoning_content")
@@ -355,6 +386,34 @@ def _in_order(live: list[str], transcript: list[str]) -> bool:
 
 def _tool_error(name: Any) -> RunError:
     return RunError("tool_error", f"tool {_str(name) or 'unknown'} reported an error")
+
+
+#: How hermes-agent 0.19 begins the assistant turn it appends when a stop
+#: cuts a turn after a tool (``close_interrupted_tool_sequence``:
+#: "Operation interrupted.", or the interrupt's own text such as "Operation
+#: interrupted: waiting for model response (…)").
+_STOP_NOTICE = "Operation interrupted"
+
+
+def stop_notice(row: Mapping[str, Any]) -> bool:
+    """Whether an assistant row is Hermes' notice about a stop rather than
+    the model's text: the closing turn hermes-agent appends when a stop cut
+    the turn right after a tool (no model call made it: no finish reason, no
+    tool calls).  Only history can hold it: no event of either surface
+    carries it (decisions.md 252)."""
+    content = row.get("content")
+    return (
+        row.get("role") == "assistant"
+        and isinstance(content, str)
+        and content.startswith(_STOP_NOTICE)
+        and not row.get("finish_reason")
+        and not row.get("tool_calls")
+    )
+
+
+#: The text hermes-agent stores for a model reply that was empty (its
+#: internal sentinel; the session stream then reports a notice instead).
+_EMPTY_REPLY = "(empty)"
 
 
 _FILE_MUTATING = frozenset({"write_file", "patch"})
@@ -387,6 +446,45 @@ def tool_failed(name: Any, result: Any) -> bool:
             return True
     lower = result[:500].lower()
     return '"error"' in lower or '"failed"' in lower or result.startswith("Error")
+
+
+def _started(state: dict[str, Any], event: Mapping[str, Any]) -> None:
+    """Remember when the run began (the session stream's ``ts``): rows of
+    the run's transcript stamped earlier belong to earlier turns."""
+    ts: Any = event.get("ts")  # JSON: checked here
+    if "t0" not in state and type(ts) in (int, float) and math.isfinite(ts):
+        state["t0"] = ts
+
+
+def _this_turn(rows: list[Any], t0: Any) -> tuple[list[Mapping[str, Any]], int]:
+    """The assistant and tool rows of a ``run.completed`` transcript that
+    belong to this turn, and how many belong to earlier ones.  Hermes sends
+    the whole conversation's rows when its turn start is off (after a failed
+    turn left two user rows in a row): those come from its database, stamped
+    before the run began; this turn's rows have no stamp yet."""
+    turn: list[Mapping[str, Any]] = []
+    earlier = 0
+    for row in rows:
+        if not isinstance(row, Mapping) or row.get("role") not in ("assistant", "tool"):
+            continue
+        ts = row.get("timestamp")
+        if t0 is not None and type(ts) in (int, float) and ts < t0:
+            earlier += 1
+        else:
+            turn.append(row)
+    return turn, earlier
+
+
+def _holds(turn: list[Mapping[str, Any]], text: str) -> bool:
+    """Whether this turn's transcript holds ``text`` as a model answer (not
+    Hermes' placeholder for an empty reply)."""
+    want = text.strip()
+    for row in turn:
+        content = row.get("content")
+        if row.get("role") == "assistant" and isinstance(content, str) and content != _EMPTY_REPLY:
+            if content.strip() == want:
+                return True
+    return False
 
 
 def _name(event: Mapping[str, Any]) -> str | None:
@@ -465,8 +563,10 @@ class HermesProtocol(AdapterProtocol):
         )
 
     def event_limits(self, event: Any) -> tuple[str, ...]:
-        """``tool.completed`` carries no result on either surface, and
-        ``tool.started`` on ``/v1/runs`` no arguments (module docstring)."""
+        """``tool.completed`` carries no result on either surface,
+        ``tool.started`` on ``/v1/runs`` no arguments, and no ``/v1/runs``
+        event the model's reasoning: its ``run.completed`` (``output``, no
+        ``messages``) says so for the run (module docstring)."""
         if not _is_map(event):
             return ()
         kind = _name(event)
@@ -474,6 +574,8 @@ class HermesProtocol(AdapterProtocol):
             return (TOOL_RESULT,)
         if kind == "tool.started" and "args" not in event and "arguments" not in event:
             return (TOOL_ARGS,)
+        if kind == "run.completed" and "output" in event and "messages" not in event:
+            return (REASONING,)  # /v1/runs: no event carries the model's reasoning (only history has it)
         return ()
 
     def history_limits(self, value: Any, session_id: str) -> tuple[str, ...]:
@@ -503,12 +605,14 @@ class HermesProtocol(AdapterProtocol):
 
     def _message_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         st = ctx.state
+        _started(st, event)
         msg = event.get("message")
         if isinstance(msg, Mapping) and _str(msg.get("id")) and "answer" not in st:
             st["mid"] = msg["id"]
         return []
 
     def _run_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
+        _started(ctx.state, event)
         um = event.get("user_message")
         text = um.get("content") if isinstance(um, Mapping) else None
         return [MessageUpdate(_user(ctx.run_id, text))] if isinstance(text, str) else []
@@ -518,6 +622,7 @@ class HermesProtocol(AdapterProtocol):
         if not isinstance(delta, str) or not delta:
             return []
         answer = self._answer(event, ctx)
+        ctx.state["streamed"] = True
         pid, new = answer.delta(delta)
         if pid is None:
             return []
@@ -527,6 +632,7 @@ class HermesProtocol(AdapterProtocol):
 
     def _tool_started(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         answer = self._answer(event, ctx)
+        ctx.state["streamed"] = True
         answer.tool_started(event.get("tool") or event.get("tool_name"), event.get("args", ABSENT))
         return [MessageUpdate(answer.message()), PhaseUpdate("tool")]
 
@@ -541,6 +647,8 @@ class HermesProtocol(AdapterProtocol):
 
     def _assistant_completed(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         answer = self._answer(event, ctx)
+        if isinstance(event.get("content"), str):
+            ctx.state["final"] = event["content"]
         return [MessageUpdate(answer.message())] if answer.final_text(event.get("content")) else []
 
     def _run_completed(self, kind: str, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
@@ -565,18 +673,29 @@ class HermesProtocol(AdapterProtocol):
 
     def _completed(self, event: Mapping[str, Any], ctx: DecodeContext) -> list[ProtocolUpdate]:
         out: list[ProtocolUpdate] = []
-        answer = ctx.state.get("answer")
+        st = ctx.state
+        answer = st.get("answer")
         rows = event.get("messages")
-        if isinstance(rows, list) and rows:
+        if isinstance(rows, list):
             live = answer or self._answer(event, ctx)
+            turn, earlier = _this_turn(rows, st.get("t0"))
             fresh = _Answer(live.message_id, live.run_id, live.key)
-            for row in rows:
-                if isinstance(row, Mapping) and row.get("role") in ("assistant", "tool"):
-                    fresh.add_row(row)
+            for row in turn:
+                fresh.add_row(row)
+            shown = live
             if fresh.parts and _in_order(live.tool_names(), fresh.tool_names()):
-                ctx.state["answer"] = fresh
-                if fresh.message() != live.message() or answer is None:
-                    out.append(MessageUpdate(fresh.message()))
+                st["answer"] = shown = fresh
+            notes: dict[str, Any] = {}
+            if earlier:
+                notes[EARLIER_ROWS] = earlier
+            final = st.get("final")
+            if not st.get("streamed") and isinstance(final, str) and final.strip() and not _holds(turn, final):
+                notes[REPORTED_FAILURE] = final  # what Hermes reported instead of an answer (decisions.md 253)
+            msg = shown.message()
+            if notes:
+                msg = noted(msg, notes)
+            if msg != live.message() or answer is None:
+                out.append(MessageUpdate(msg))
         elif "output" in event:
             live = answer or self._answer(event, ctx)
             if live.final_text(event.get("output")):

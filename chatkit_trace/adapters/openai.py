@@ -143,6 +143,7 @@ from ..core import (
     thaw,
 )
 from ..wire import DONE
+from ._limits import WITHHELD
 from ._protocol import AdapterProtocol, DecodeContext, EncodeContext, EventIdentity
 from ._updates import (
     CompletedUpdate,
@@ -829,6 +830,28 @@ class OpenAIProtocol(AdapterProtocol):
             return True
         kind = event.get("type")
         return isinstance(kind, str) and (kind.startswith("response.") or kind in ("run.started", TOOL_RESULTS, "error"))
+
+    def event_limits(self, event: Any) -> tuple[str, ...]:
+        """A content policy ended the answer (``finish_reason:
+        content_filter``, a Responses ``response.incomplete`` for
+        ``content_filter``): the completed update has no field for the
+        reason (``output-withheld``; CK122 names it when the run has no
+        answer)."""
+        if type(event) is not dict:
+            return ()
+        choices = event.get("choices")
+        if choices:
+            if type(choices) is list:
+                for c in choices:
+                    if type(c) is dict and c.get("finish_reason") == "content_filter":
+                        return (WITHHELD,)
+            return ()
+        if event.get("type") == "response.incomplete":
+            response = event.get("response")
+            details = response.get("incomplete_details") if type(response) is dict else None
+            if type(details) is dict and details.get("reason") == "content_filter":
+                return (WITHHELD,)
+        return ()
 
     def request_events(self, body: Any, run_id: str) -> list[Any]:
         """The tool loop's continuation request carries the tool results."""

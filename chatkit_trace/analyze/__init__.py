@@ -3,7 +3,7 @@
 ``analyze(exchanges, adapter)`` replays a trace through the adapter and the
 Core (:mod:`chatkit_trace.pipeline`) and runs every analyzer; each code's
 detection logic lives in one function (``lifecycle``: CK1xx, ``identity``:
-CK2xx, ``validity``: CK3xx, ``stream``: CK4xx, ``routing``: CK5xx,
+CK2xx, ``outcomes``: CK117-CK122, ``validity``: CK3xx, ``stream``: CK4xx, ``routing``: CK5xx,
 ``timing``: CK6xx, ``recording``: CK7xx, from the trace's meta, once per
 trace: :func:`trace_findings`).
 
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from ..adapters import Adapter
 from ..pipeline import Replay, replay
 from ..trace import Exchange
-from . import identity, lifecycle, routing, stream, timing, validity  # noqa: F401 - registers analyzers
+from . import identity, lifecycle, outcomes, routing, stream, timing, validity  # noqa: F401 - registers analyzers
 from ._context import ANALYZERS, Context, Options
 from ._finding import (
     CATALOGUE,

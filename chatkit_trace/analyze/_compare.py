@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..adapters import HISTORY_IDS, TOOL_ARGS, TOOL_RESULT
+from ..adapters import HISTORY_IDS, REASONING, REPORTED_FAILURE, STOP_NOTICE, TOOL_ARGS, TOOL_RESULT, notes_of
 from ..core import (
     ABSENT,
     DataPart,
@@ -44,9 +44,11 @@ __all__ = [
     "diff_messages",
     "diff_pairs",
     "difference_detail",
+    "ignored_stops",
     "limit_sentence",
     "open_comparisons",
     "pair_run",
+    "settles",
     "visible",
 ]
 
@@ -195,18 +197,45 @@ def diff_pairs(
         for lpart, hpart in zip(m.parts, h.parts, strict=False):
             lv, hv = visible(lpart), visible(hpart)
             if lv != hv:
-                keys = sorted(k for k in set(lv) | set(hv) if lv.get(k) != hv.get(k))
+                keys = sorted(k for k in set(lv) | set(hv) if _field_differs(k, lv, hv) and not _settled_field(k, lpart, hpart))
+                if not keys:
+                    continue
                 diffs.append(
                     {
                         "message": m.id,
                         "part": lpart.id,
                         "what": "content",
                         "fields": keys,
-                        "live": {k: lv.get(k) for k in keys},
-                        "history": {k: hv.get(k) for k in keys},
+                        # a field one side does not have is left out (absent is not null: R6.4)
+                        "live": {k: lv[k] for k in keys if k in lv},
+                        "history": {k: hv[k] for k in keys if k in hv},
                     }
                 )
     return diffs, renamed
+
+
+def _field_differs(key: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return (key in a) != (key in b) or a.get(key) != b.get(key)
+
+
+#: What a read that settles a tool call the live stream left running changes.
+_SETTLING_FIELDS = frozenset({"status", "result", "error"})
+
+
+def settles(live: Any, history: Any) -> bool:
+    """A tool call the live stream left running that the read shows settled
+    (completed, failed or cancelled): history completing the run's final
+    content (R8.2; a stopped run's aborted tool: R9.4), not a difference."""
+    return (
+        isinstance(live, ToolCallPart)
+        and isinstance(history, ToolCallPart)
+        and get_tool_call_status(live) == "running"
+        and get_tool_call_status(history) != "running"
+    )
+
+
+def _settled_field(key: str, live: Any, history: Any) -> bool:
+    return key in _SETTLING_FIELDS and settles(live, history)
 
 
 def diff_messages(
@@ -223,6 +252,8 @@ def diff_messages(
 def _value(v: Any, limit: int | None) -> str:
     if isinstance(v, dict) and len(v) == 1 and "text" in v:
         v = v["text"]
+    if isinstance(v, _Absent):
+        return "absent"
     if isinstance(v, str):
         return "“" + clip(v, limit) + "”"
     if isinstance(v, dict):
@@ -247,6 +278,25 @@ def _around(live: str, hist: str, limit: int | None) -> tuple[str, str, int | No
         start = space + 1
     lead = "…" if start else ""
     return lead + clip(live[start:], limit), lead + clip(hist[start:], limit), at
+
+
+class _Absent:
+    """A field one side of a difference does not have (printed ``absent``)."""
+
+    def __repr__(self) -> str:
+        return "absent"
+
+
+_ABSENT_FIELD = _Absent()
+
+
+def _sides(d: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A content difference's two sides with every field named: a field one
+    side does not have is ``absent`` there (not ``null``: R6.4)."""
+    fields = list(d.get("fields", []))
+    live, hist = d.get("live", {}), d.get("history", {})
+    return ({k: live[k] if k in live else _ABSENT_FIELD for k in fields},
+            {k: hist[k] if k in hist else _ABSENT_FIELD for k in fields})
 
 
 def _a(word: Any) -> str:
@@ -278,7 +328,7 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
         return f"Message {msg} has other parts in history: live {', '.join(d['live']) or 'none'}; history {', '.join(d['history']) or 'none'}."
     if what == "content":
         fields = ", ".join(d.get("fields", []))
-        live, hist = d.get("live", {}), d.get("history", {})
+        live, hist = _sides(d)
         where = ""
         lt, ht = live.get("text"), hist.get("text")
         if len(live) == 1 and len(hist) == 1 and isinstance(lt, str) and isinstance(ht, str):
@@ -290,6 +340,9 @@ def describe(d: Mapping[str, Any], limit: int | None = 120) -> str:
             shown_live, shown_hist = _value(live, limit), _value(hist, limit)
         return (f"Message {msg}, part {d.get('part')}: {fields} differ{'s' if len(d.get('fields', [])) == 1 else ''}"
                 f"{where}: live {shown_live}, history {shown_hist}: a refresh changes what the UI shows.")
+    if what == "stop notice":
+        return (f"History holds the backend's notice about the stop in message {msg}, part {d.get('part')}{said}, "
+                "which no live event carried: a refresh shows it.")
     if what == "role":
         return f"Message {msg} is {_a(d['live'])} {d['live']} message live and {_a(d['history'])} {d['history']} message in history."
     return clip(json.dumps(dict(d), ensure_ascii=False, default=str), limit)
@@ -345,6 +398,9 @@ class Comparison:
     limited: list[dict[str, Any]] = field(default_factory=list)
     #: What the run's live frames could not carry (``event_limits``: ``tool-args``, ``tool-result``).
     live_limits: frozenset[str] = frozenset()
+    #: Tool calls the live stream left running that the read shows settled
+    #: (``message/part``): history completing the run (R8.2), no difference.
+    settled_parts: list[str] = field(default_factory=list)
     #: Kept for callers of the old shape.
     candidates: list[RuntimeMessage] = field(default_factory=list)
     #: Why the comparison is not judged (None: judged): the run was still
@@ -392,7 +448,7 @@ class Comparison:
         if live is None or history is None or live.id != history.id or live.type != history.type:
             return True
         lv, hv = visible(live), visible(history)
-        keys = {k for k in set(lv) | set(hv) if lv.get(k) != hv.get(k)}
+        keys = {k for k in set(lv) | set(hv) if _field_differs(k, lv, hv) and not _settled_field(k, live, history)}
         return bool({k for k in keys if not _limited_field(k, lv, self.live_limits)})
 
     @property
@@ -408,6 +464,8 @@ class Comparison:
         how = "same types and content (history cannot carry the live ids: CK207)" if self.ids_limited else "same ids, types and content"
         if self.limited:
             how += "; history adds what the protocol could not carry live"
+        if self.settled_parts:
+            how += f"; history settles {len(self.settled_parts)} tool call(s) the live stream left running"
         return f"isomorphic: {how}"
 
 
@@ -462,11 +520,20 @@ def _live_of(h: Any, run_id: str) -> list[RuntimeMessage]:
 
 
 def _read_comparisons(
-    s: Any, h: Any, exchanges: Mapping[int, Any] | None = None, *, moving: bool = False
+    s: Any,
+    h: Any,
+    exchanges: Mapping[int, Any] | None = None,
+    limits: Mapping[tuple[Any, Any], set[str]] | None = None,
+    *,
+    moving: bool = False,
 ) -> list[Comparison]:
-    """The runs read ``h`` covers against their live baselines; a run still
-    moving at the read is skipped, or with ``moving`` compared all the same
-    and marked (:attr:`Comparison.moving`)."""
+    """The runs one read covers, each against the read.  ``limits``: what
+    each (session, run)'s live frames could not carry.  A run still moving at
+    the read (named its active run, its stream still open, a stop waiting for
+    its confirmation, R8.3, R9.1), which the UI keeps as it was, is skipped,
+    or with ``moving`` compared all the same and marked
+    (:attr:`Comparison.moving`: ``diff`` shows it, CK118 asks what history
+    holds of it)."""
     # long-function: one history read compared step by step (pair, diff, explain) over shared state
     hist = list(h.result.messages)
     covered = _covered(s, h, hist)
@@ -543,7 +610,8 @@ def _read_comparisons(
         if not live and not seen:
             continue
         pairs = pair_run(live, seen, by_id)
-        diffs, renamed = diff_pairs(pairs, complete=h.scope != "page", ids=HISTORY_IDS not in getattr(h, "limits", ()))
+        apart, explained, limited = _set_apart(pairs, h, (limits or {}).get((s.session_id, r), set()))
+        diffs, renamed = diff_pairs(apart, complete=h.scope != "page", ids=HISTORY_IDS not in getattr(h, "limits", ()))
         if open_after:
             for d in diffs:
                 d["run_open"] = True  # the UI keeps the run's live messages while it stays open
@@ -552,8 +620,46 @@ def _read_comparisons(
         if settled is None:
             view = after.run(r)
             settled = "read" if view is not None and view.terminal else None
-        out.append(Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed, moving=why))
+        c = Comparison(s.session_id, r, h, h.scope, settled, b.at_frame, live, seen, pairs, diffs, renamed,
+                       explained=explained, limited=limited, moving=why)
+        c.settled_parts = [f"{p.live.id}/{lp.id}" for p in apart if p.live is not None and p.history is not None
+                           for lp, hp in zip(p.live.parts, p.history.parts, strict=False) if lp.id == hp.id and settles(lp, hp)]
+        out.append(c)
     return out
+
+
+def _set_apart(pairs: list[Pair], h: Any, limits: set[str]) -> tuple[list[Pair], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pairs to diff, less the history parts that are no difference the
+    backend controls: its notice about a stop, which no live event carried
+    (``STOP_NOTICE``, CK117), and reasoning the live stream had no event for
+    (``REASONING``, CK308).  Returns (the pairs, explained, limited)."""
+    out: list[Pair] = []
+    explained: list[dict[str, Any]] = []
+    limited: list[dict[str, Any]] = []
+    for p in pairs:
+        hm = p.history
+        if hm is None:
+            out.append(p)
+            continue
+        notices = set(notes_of(hm).get(STOP_NOTICE) or ())
+        reasoning = REASONING in limits and not (p.live is not None and any(isinstance(q, ReasoningPart) for q in p.live.parts))
+        drop = [q for q in hm.parts if q.id in notices or (reasoning and isinstance(q, ReasoningPart))]
+        if not drop:
+            out.append(p)
+            continue
+        for q in drop:
+            text = q.text if isinstance(q, (TextPart, ReasoningPart)) else None
+            if q.id in notices:
+                explained.append({"message": hm.id, "part": q.id, "what": "stop notice", "role": hm.role, "text": text,
+                                  "cause": {"code": "CK117", "reason": "stop notice", "frame": frame_ref(h.exchange_index, h.frame_index),
+                                            "what": "the backend's notice about the stop, which no live event carried", "at": h.at}})
+            else:
+                limited.append({"message": hm.id, "part": q.id, "what": "content", "fields": ["reasoning"],
+                                "live": {}, "history": {"reasoning": text}, "limit": [{"limit": REASONING, "code": "CK308"}]})
+        rest = tuple(q for q in hm.parts if q not in drop)
+        if rest or p.live is not None:
+            out.append(Pair(p.live, hm.with_parts(rest), p.how))
+    return out, explained, limited
 
 
 def _home_turns(hist: list[RuntimeMessage], home: list[Any], free: list[str], lives: Mapping[str, list[RuntimeMessage]], outside: object) -> None:
@@ -648,7 +754,7 @@ def comparisons(ctx: Context) -> list[Comparison]:
         for h in s.history:
             if h.result is None:
                 continue
-            for c in _read_comparisons(s, h, ctx.exchanges):
+            for c in _read_comparisons(s, h, ctx.exchanges, run_limits):
                 if (c.run_id, c.live_at) in compared:
                     continue
                 if c.scope != "page":
@@ -815,12 +921,19 @@ def _causes(ctx: Context) -> dict[tuple[str, str | None, str | None], dict[str, 
 
     for rec in ctx.facts():
         reason = rec.result.reason.value if rec.result.reason is not None else None
+        msg = getattr(rec.fact, "message", None) if reason is None and rec.fact.kind == "message" else None
+        if msg is not None and REPORTED_FAILURE in notes_of(msg):
+            # a failure the backend reported as the turn's answer (CK120): history keeps no answer
+            out.setdefault((rec.fact.session_id, rec.fact.run_id, msg.id), {
+                "code": "CK120", "reason": "failure reported as an answer", "frame": frame_ref(rec.exchange_index, rec.frame_index),
+                "what": "the failure the backend reported as the turn's answer", "at": at(rec.exchange_index, rec.frame_index)})
+            continue
         if reason not in CAUSE_REASONS:
             continue
         mid = _message_id(rec.fact)
         if mid is None:
             continue
-        code = "CK113" if rec.seq in notices else CAUSE_REASONS[reason]
+        code = "CK117" if rec.seq in notices else CAUSE_REASONS[reason]
         key = (rec.fact.session_id, rec.fact.run_id, mid)
         out.setdefault(key, {"code": code, "reason": reason, "frame": frame_ref(rec.exchange_index, rec.frame_index),
                              "at": at(rec.exchange_index, rec.frame_index)})
@@ -863,3 +976,53 @@ def consequence_sentence(found: list[dict[str, Any]]) -> str:
             "the next refresh will show it.")
 
 
+
+
+def _answer_text(msgs: Sequence[RuntimeMessage]) -> str:
+    """The visible text of a run's answers, whitespace runs made one space."""
+    return " ".join(
+        " ".join(p.text.split()) for m in msgs if m.role != "user" for p in m.parts if isinstance(p, TextPart) and isinstance(p.text, str)
+    ).strip()
+
+
+def _largest_delta(ctx: Context, exchange_index: int) -> int:
+    return max((len(getattr(r.fact, "delta", "") or "") for fr in ctx.replay.exchanges[exchange_index].frames
+                for r in fr.facts if r.fact.kind == "delta" and r.result.accepted), default=0)
+
+
+def ignored_stops(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:
+    """Runs the client stopped by closing their stream (``stop = "close"``)
+    whose answer a later history read holds more of than the UI showed at
+    the stop, by more than two of the stream's largest chunks (one in flight
+    when the stream closed is no sign): the backend ignored the stop and
+    kept generating (CK118; decisions.md 254).  (session, run) -> what shows it."""
+    cached = ctx.cache.get("ignored_stops")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    by_read: dict[tuple[int, int | None], list[Comparison]] = {}  # a read's comparisons, moving runs included, made once
+    for ex in ctx.exchange_records():
+        if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None or (ex.session_id, ex.run_id) in out:
+            continue
+        s = ctx.replay.sessions.get(ex.session_id)
+        e = ex.exchange
+        closed = e.ended_at if e.ended_at is not None else max((f.at for f in e.frames), default=e.started_at)
+        for h in s.history if s is not None else ():
+            if h.result is None or h.at < closed:
+                continue
+            read = (h.exchange_index, h.frame_index)
+            if read not in by_read:
+                by_read[read] = _read_comparisons(s, h, ctx.exchanges, moving=True)
+            c = next((c for c in by_read[read] if c.run_id == ex.run_id), None)
+            if c is None:
+                continue
+            live, hist = _answer_text(c.live), _answer_text(c.seen)
+            if hist.startswith(live) and len(hist) - len(live) > 2 * _largest_delta(ctx, e.index):
+                stop = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
+                out[(ex.session_id, ex.run_id)] = {
+                    "stop": stop, "exchange": e.index, "read": h.exchange_index, "shown": len(live), "held": len(hist),
+                    "live_text": live, "history_text": hist,
+                }
+                break
+    ctx.cache["ignored_stops"] = out
+    return out

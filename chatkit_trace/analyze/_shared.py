@@ -18,7 +18,7 @@ from ..trace import Exchange
 from ._context import Context, frame_ref
 from ._finding import Finding, make_finding
 
-__all__ = ["MAX_FRAMES", "Ending", "end_states", "passive_input_runs", "reason_finding", "refs", "rejections", "route_of", "stop_notices"]
+__all__ = ["MAX_FRAMES", "Ending", "end_states", "passive_input_runs", "reason_finding", "refs", "rejections", "route_of", "run_stream", "stop_notices"]
 
 
 MAX_FRAMES = 20
@@ -150,6 +150,18 @@ def route_of(ex) -> str:
         ids = (ex.session_id, ex.run_id, e.session_id, e.run_id)
         parts.append("{id}" if seg and (seg in ids or _ID_SEGMENT.match(seg)) else seg)
     return f"{e.method} {'/'.join(parts) or '/'}"
+
+
+def run_stream(ctx: Context, session_id: str | None, run_id: str | None) -> ExchangeRecord | None:
+    """The last stream (a run's own, or a subscription) that carried the run."""
+    s = ctx.replay.sessions.get(session_id) if session_id is not None else None
+    rec = s.runs.get(run_id) if s is not None and run_id is not None else None
+    found = None
+    for i in rec.exchanges if rec is not None else ():
+        ex = ctx.replay.exchanges.get(i)
+        if ex is not None and (ex.exchange.capability in STREAMING or ex.exchange.capability == "subscribe"):
+            found = ex
+    return found
 
 
 def passive_input_runs(ctx: Context) -> dict[tuple[str, str], dict[str, Any]]:

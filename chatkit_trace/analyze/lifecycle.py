@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
 from ..pipeline import STREAMING, FactRecord
 from ..trace import Exchange, run_status
-from ._compare import consequence_sentence, consequences
+from ._compare import consequence_sentence, consequences, ignored_stops
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, clip, make_finding
 from ._shared import (
@@ -23,9 +22,6 @@ from ._shared import (
     stop_notices,
 )
 from ._wire import wire_event, wire_sentence
-
-if TYPE_CHECKING:
-    from ..core import MessageFact
 
 
 @analyzer("CK101")
@@ -443,14 +439,18 @@ def stop_by_close_unconfirmed(ctx: Context) -> Iterator[Finding]:
     client closed a run's stream mid-run, which is the UI's stop, and
     nothing later settled the run: the protocol has no way to confirm such a
     stop (no terminal follows a closed stream) and no history read settled
-    it.  A limit of the protocol, not a broken connection (no CK103)."""
+    it.  A limit of the protocol, not a broken connection (no CK103).  Not a
+    run a later read shows the backend kept generating (CK118)."""
     routes: dict[str, list] = defaultdict(list)
+    ignored = ignored_stops(ctx)
     for ex in ctx.exchange_records():
         if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None:
             continue
         view = ctx.run_view(ex.session_id, ex.run_id)
         if view is not None and view.terminal:
             continue  # a later read (ADK's INVOCATION_ABORTED) confirmed it
+        if (ex.session_id, ex.run_id) in ignored:
+            continue  # a later read shows the backend kept generating: CK118
         routes[route_of(ex)].append(ex)
     for route, exs in sorted(routes.items()):
         frames = []
@@ -553,7 +553,7 @@ def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) 
 def output_after_stop(ctx: Context) -> Iterator[Finding]:
     """CK107 (R3.6, R9): output after the acknowledged stop sealed the run
     (output-sealed): the backend kept producing.  A notice carried by the
-    terminal frame itself is CK113.  When a later history read holds what
+    terminal frame itself is CK117.  When a later history read holds what
     was dropped, the finding says so (and CK201 does not repeat it)."""
     notices = stop_notices(ctx)
     for f in reason_finding(
@@ -564,34 +564,6 @@ def output_after_stop(ctx: Context) -> Iterator[Finding]:
         f.message += note
         f.detail.update(extra)
         yield f
-
-
-@analyzer("CK113")
-def stop_notice_dropped(ctx: Context) -> Iterator[Finding]:
-    """CK113 (R9, R3.6; warning): after the backend acknowledged a stop, the
-    frame that ends the run (e.g. A2A's ``canceled`` status update) also
-    carries a message, typically the notice about the stop ("cancelled by
-    request").  The run's output is sealed at the acknowledgement, so the UI
-    drops the notice; a refresh shows it when history holds it.  Not output
-    the backend kept producing (that is CK107)."""
-    notices = stop_notices(ctx)
-    for (sid, run_id), recs in rejections(ctx, "output-sealed", lambda r: r.seq in notices):
-        # output-sealed rejects whole messages: every fact here is a MessageFact
-        sealed = [cast("MessageFact", r.fact) for r in recs]
-        text = clip(getattr(sealed[0].message, "text", "") or "", 80)
-        note, extra = _history_note(ctx, sid, run_id, "CK113")
-        yield make_finding(
-            "CK113",
-            session_id=sid,
-            run_id=run_id,
-            frames=refs(recs),
-            message="The backend's terminal frame after the acknowledged stop carries a notice"
-            + (f" (“{text}”)" if text else "")
-            + ": the UI drops it because the stop sealed the run's output."
-            + (note if note else " A refresh shows it if history holds it."),
-            detail={"reason": "output-sealed", "count": len(recs), "messages": [m.message.id for m in sealed], **extra},
-            keys=[sealed[0].message.id],
-        )
 
 
 @analyzer("CK108")

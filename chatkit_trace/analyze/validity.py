@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 
-from ..adapters import LIMITS, TOOL_ARGS, TOOL_RESULT, fallback_sent
+from ..adapters import LIMITS, REASONING, TOOL_ARGS, TOOL_RESULT, fallback_sent
 from ..core import (
     ABSENT,
     BUILTIN_DATA_KINDS,
@@ -17,10 +17,10 @@ from ..core import (
     thaw,
     to_run_error,
 )
-from ._compare import consequence_sentence, consequences
+from ._compare import comparisons, consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
-from ._shared import refs, rejections, route_of
+from ._shared import refs, rejections, route_of, run_stream
 
 UNIQUE_RULES = ("part-id-unique", "message-id-unique")  # reported as CK205
 
@@ -273,13 +273,74 @@ def tool_args_limit(ctx: Context) -> Iterator[Finding]:
     yield from _limit_findings(ctx, "CK307", TOOL_ARGS)
 
 
+#: A limit the run's own later frames can make good -> the tool-call field they fill in.
+_HEALED_FIELD = {TOOL_RESULT: "result", TOOL_ARGS: "args"}
+
+
+def _healed(ctx: Context, session_id: str | None, run_id: str | None, wanted: str) -> bool:
+    """Whether the run's live stream made the limit good before it ended: a
+    later frame of the same run (Hermes' session-stream ``run.completed``
+    transcript) gave every tool call of the run the field the limited event
+    had no room for, so the UI ends up showing it (decisions.md 255)."""
+    fieldname = _HEALED_FIELD.get(wanted)
+    s = ctx.replay.sessions.get(session_id) if session_id is not None else None
+    rec = s.runs.get(run_id) if s is not None and run_id is not None else None
+    if fieldname is None or rec is None or rec.live is None:
+        return False
+    tools = [p for m in rec.live.messages if m.run_id == run_id for p in m.parts if isinstance(p, ToolCallPart)]
+    if not tools:
+        return False
+    if fieldname == "result":
+        return all(p.result is not ABSENT and p.result is not None for p in tools)
+    return all(p.args is not ABSENT for p in tools)
+
+
+@analyzer("CK308")
+def reasoning_limit(ctx: Context) -> Iterator[Finding]:
+    """CK308 (R4.1, R8.4; info, once per trace and route): the run's stream
+    has no event for the model's reasoning (``AdapterProtocol.event_limits``
+    ``reasoning``: Hermes ``/v1/runs``, whose ``reasoning.available``
+    repeats the answer's text) and a later history read holds it.  The UI
+    shows the answer without it until a refresh; the difference is no CK201
+    (it is set apart as a limit).  Stated only where a read showed it."""
+    routes: dict[str, dict[str, list]] = {}
+    for c in comparisons(ctx):
+        if not any(x["code"] == "CK308" for d in c.limited for x in d.get("limit", [])):
+            continue
+        ex = run_stream(ctx, c.session_id, c.run_id)
+        if ex is None:
+            continue
+        entry = routes.setdefault(route_of(ex), {"frames": [], "reads": [], "runs": []})
+        limited = [fr for fr in ex.frames if REASONING in fr.limits]
+        entry["frames"] += [frame_ref(c.read, None)] + [frame_ref(fr.exchange_index, fr.frame_index) for fr in limited[:1]]
+        entry["reads"].append(c.read)
+        entry["runs"].append(f"{c.session_id}/{c.run_id}")
+    for route, entry in sorted(routes.items()):
+        yield make_finding(
+            "CK308",
+            session_id=None,
+            run_id=None,
+            frames=list(dict.fromkeys(entry["frames"]))[:20],
+            message=f"On {route}, {LIMITS[REASONING]} (a limit of the {ctx.protocol.name} protocol, not of this backend).",
+            detail={"route": route, "limit": REASONING, "reads": sorted(set(entry["reads"])), "runs": entry["runs"][:20]},
+            keys=[route, REASONING],
+            frame_in_fingerprint=False,
+        )
+
+
 def _limit_findings(ctx: Context, code: str, wanted: str) -> Iterator[Finding]:
     routes: dict[str, list[str]] = {}
+    healed: dict[tuple[str | None, str | None], bool] = {}
     for fr in ctx.frames():
         if wanted not in fr.limits:
             continue  # another limit is another code (codes never change meaning)
         rec = ctx.replay.exchanges.get(fr.exchange_index)
         if rec is None:
+            continue
+        key = (fr.session_id, fr.run_id)
+        if key not in healed:
+            healed[key] = _healed(ctx, fr.session_id, fr.run_id, wanted)
+        if healed[key]:
             continue
         routes.setdefault(route_of(rec), []).append(frame_ref(fr.exchange_index, fr.frame_index))
     for route, frames in sorted(routes.items()):

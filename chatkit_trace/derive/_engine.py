@@ -22,6 +22,7 @@ from typing import Any
 
 from ..adapters import Adapter
 from ..analyze import Finding, Options, analyze_replay, severity_rank, trace_findings
+from ..analyze.outcomes import stop_notice_message
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer, replay, understood_exchanges
 from ..store import TraceStore
 from ..trace import Exchange
@@ -51,7 +52,7 @@ Prepare = Callable[[list[Exchange]], list[Exchange]]
 Outcome = tuple[list[Finding], dict[str, int], "Mapping[str, Any] | None"]
 
 #: Codes reported once per trace: each session's are merged (:func:`merge_findings`).
-TRACE_LEVEL = ("CK112", "CK115", "CK203", "CK207", "CK306", "CK307", "CK401", "CK406", "CK505")
+TRACE_LEVEL = ("CK112", "CK115", "CK117", "CK203", "CK207", "CK306", "CK307", "CK308", "CK401", "CK406", "CK505")
 
 
 @dataclass
@@ -266,6 +267,16 @@ def merge_findings(findings: Iterable[Finding], meta: Mapping[str, Any]) -> list
             first.detail["exchanges"] = first.detail.get("exchanges", 0) + f.detail.get("exchanges", 0)
         elif f.code in ("CK306", "CK307"):
             first.detail["events"] = first.detail.get("events", 0) + f.detail.get("events", 0)
+        elif f.code == "CK308":
+            first.detail["reads"] = sorted(set(first.detail.get("reads", [])) | set(f.detail.get("reads", [])))
+        elif f.code == "CK117":
+            d = first.detail
+            d["runs"] = list(dict.fromkeys(d.get("runs", []) + f.detail.get("runs", [])))[:20]
+            d["count"] = d.get("count", 0) + f.detail.get("count", 0)
+            d["texts"] = list(dict.fromkeys(d.get("texts", []) + f.detail.get("texts", [])))[:5]
+            d["how"] = sorted(set(d.get("how", [])) | set(f.detail.get("how", [])))
+            d["reads"] = sorted(set(d.get("reads", [])) | set(f.detail.get("reads", [])))
+            first.message = stop_notice_message(d)
         elif f.code == "CK505":
             first.detail["count"] = first.detail.get("count", 0) + f.detail.get("count", 0)
             first.detail["runs"] = (first.detail.get("runs", []) + f.detail.get("runs", []))[:20]

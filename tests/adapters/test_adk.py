@@ -337,3 +337,29 @@ def test_history_needs_a_session():
     with pytest.raises(HistoryFormatError):
         ADKProtocol().decode_history({"detail": "Session not found"}, "s1")
     assert ADKProtocol().decode_history([], "s1").messages == ()
+
+
+def test_the_call_a_stop_cut_is_cancelled_not_a_result():
+    """ADK's response for a call the client's stop cut (its event has
+    errorCode INVOCATION_ABORTED) is no result: the call is cancelled, with
+    ADK's reason; the invocation is interrupted (decisions.md 250)."""
+    fc = {"functionCall": {"id": "adk-1", "args": {"country": "Peru"}, "name": "check_visa"}}
+    events = [
+        {"invocationId": "e-1", "author": "user", "id": "u", "content": {"role": "user", "parts": [{"text": "visa?"}]}},
+        {"invocationId": "e-1", "author": "a", "id": "m", "partial": False, "content": {"role": "model", "parts": [fc]}},
+        {"invocationId": "e-1", "author": "a", "id": "x", "errorCode": "INVOCATION_ABORTED",
+         "errorMessage": "Invocation was aborted by client.",
+         "content": {"role": "user", "parts": [{"functionResponse": {
+             "id": "adk-1", "name": "check_visa", "response": {"error": "Invocation was aborted by client."}}}]}},
+    ]
+    hist = ADKProtocol().decode_history({"events": events}, "s1")
+    [call] = [p for m in hist.messages for p in m.parts if p.type == "tool-call"]
+    assert (call.status, call.result) == ("cancelled", ABSENT)
+    assert call.error == RunError("INVOCATION_ABORTED", "Invocation was aborted by client.")
+    [snap] = hist.run_snapshots
+    assert (snap.status, snap.interrupt_reason) == ("interrupted", "abort")
+    # any other response is the call's result, as before
+    events[2] = {**events[2], "errorCode": None}
+    hist = ADKProtocol().decode_history({"events": events}, "s1")
+    [call] = [p for m in hist.messages for p in m.parts if p.type == "tool-call"]
+    assert call.status is ABSENT and call.result == {"error": "Invocation was aborted by client."}

@@ -28,6 +28,7 @@ from chatkit_trace.adapters import (
     fallback_error,
     fallback_sent,
     load_protocol,
+    notes_of,
 )
 from chatkit_trace.adapters.hermes import HermesProtocol
 from chatkit_trace.core import ChatCore, RunError, RuntimeMessage, TextPart
@@ -200,12 +201,16 @@ EXPECTED = {
             ),
         ],
     ),
-    # the session stream reports an LLM failure as an answer (the truth of the wire)
+    # the session stream reports an LLM failure as an answer (the truth of the wire),
+    # which the adapter notes for CK120 (decisions.md 253)
     "session_fail.stream.sse": (
         "completed",
         [
             user(S_FAIL, "Fail at once. scenario:http400"),
-            assistant(M_FAIL, S_FAIL, text("text:0", "HTTP 400: fake bad request")),
+            {
+                **assistant(M_FAIL, S_FAIL, text("text:0", "HTTP 400: fake bad request")),
+                "metadata": {"chatkit_trace.note": {"reported-failure": "HTTP 400: fake bad request"}},
+            },
         ],
     ),
     "session_reason.stream.sse": (
@@ -567,3 +572,94 @@ def test_session_transcript_with_a_tool_the_live_events_never_showed() -> None:
     [_, stored] = hist.messages
     assert [(p.id, p.type) for p in stored.parts] == [(p.id, p.type) for p in answer.parts]
     assert [getattr(p, "status", None) for p in stored.parts] == [getattr(p, "status", None) for p in answer.parts]
+
+
+def test_v1_runs_completion_names_the_reasoning_limit() -> None:
+    """/v1/runs has no event for the model's reasoning: its run.completed
+    (output, no transcript) says so; the session stream's (a transcript
+    with reasoning) does not (decisions.md 251)."""
+    proto = HermesProtocol()
+    assert proto.event_limits({"event": "run.completed", "run_id": "r", "output": "x"}) == ("reasoning",)
+    assert proto.event_limits({"event": "run.completed", "run_id": "r", "messages": [], "output": "x"}) == ()
+    assert proto.event_limits({"event": "reasoning.available", "run_id": "r", "text": "x"}) == ()
+
+
+def _session(*events: tuple[str, dict[str, Any]], start: float = 100.0) -> list[dict[str, Any]]:
+    return [{"event": name, "run_id": "r1", "session_id": "s", "seq": k, "ts": start + k, **data}
+            for k, (name, data) in enumerate(events, 1)]
+
+
+def _final(events: list[dict[str, Any]]) -> RuntimeMessage:
+    proto, ctx = HermesProtocol(), _ctx()
+    last = None
+    for ev in events:
+        for u in proto.decode_event(ev, ctx):
+            if type(u).__name__ == "MessageUpdate" and u.message.role == "assistant":
+                last = u.message
+    assert last is not None
+    return last
+
+
+def test_transcript_rows_of_earlier_turns_are_left_out_and_noted() -> None:
+    """A row stamped before the run began is an earlier turn's (hermes sends
+    the whole conversation after a failed turn): not this answer; the note
+    counts them (CK121; decisions.md 258)."""
+    msg = _final(_session(
+        ("run.started", {"user_message": {"role": "user", "content": "again"}}),
+        ("message.started", {"message": {"id": "m1", "role": "assistant"}}),
+        ("assistant.delta", {"message_id": "m1", "delta": "Hi again."}),
+        ("assistant.completed", {"message_id": "m1", "content": "Hi again."}),
+        ("run.completed", {"message_id": "m1", "messages": [
+            {"role": "assistant", "content": "An earlier answer.", "timestamp": 50.0},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_0", "function": {"name": "todo", "arguments": "{}"}}], "timestamp": 60.0},
+            {"role": "tool", "content": "{}", "tool_call_id": "call_0", "timestamp": 61.0},
+            {"role": "assistant", "content": "Hi again."}]}),
+    ))
+    assert [p.text for p in msg.parts] == ["Hi again."]
+    assert notes_of(msg) == {"earlier-rows": 3}
+
+
+@pytest.mark.parametrize("rows, shown", [
+    ([], "HTTP 400: fake bad request"),  # the model call failed: the turn has no row
+    ([{"role": "assistant", "content": "(empty)"}], "(empty)"),  # hermes' sentinel for an empty reply
+])
+def test_a_failure_sent_as_the_answer_is_noted(rows, shown) -> None:
+    """Nothing streamed and the turn's transcript holds no model answer equal
+    to the final text: the final text is hermes' failure report (CK120)."""
+    msg = _final(_session(
+        ("run.started", {"user_message": {"role": "user", "content": "q"}}),
+        ("message.started", {"message": {"id": "m1", "role": "assistant"}}),
+        ("assistant.completed", {"message_id": "m1", "content": "HTTP 400: fake bad request"}),
+        ("run.completed", {"message_id": "m1", "messages": rows}),
+    ))
+    assert msg.text == shown and notes_of(msg) == {"reported-failure": "HTTP 400: fake bad request"}
+
+
+def test_an_answer_the_transcript_holds_is_no_failure() -> None:
+    """A non-streamed answer (no delta) that the transcript holds is an answer."""
+    msg = _final(_session(
+        ("run.started", {"user_message": {"role": "user", "content": "q"}}),
+        ("assistant.completed", {"message_id": "m1", "content": "Fine."}),
+        ("run.completed", {"message_id": "m1", "messages": [{"role": "assistant", "content": "Fine."}]}),
+    ))
+    assert msg.text == "Fine." and notes_of(msg) == {}
+
+
+def test_history_notes_the_stop_notice_after_a_tool() -> None:
+    """hermes appends "Operation interrupted." to a turn a stop cut after a
+    tool: a text part the message notes as the stop notice (CK117); the same
+    text elsewhere is the model's."""
+    call = {"id": "call_1", "function": {"name": "todo", "arguments": "{}"}}
+    rows = [
+        {"id": 1, "role": "user", "content": "q"},
+        {"id": 2, "role": "assistant", "content": "", "tool_calls": [call], "finish_reason": "tool_calls"},
+        {"id": 3, "role": "tool", "content": "{}", "tool_call_id": "call_1"},
+        {"id": 4, "role": "assistant", "content": "Operation interrupted.", "finish_reason": None},
+        {"id": 5, "role": "user", "content": "q2"},
+        {"id": 6, "role": "assistant", "content": "Operation interrupted. Said the model.", "finish_reason": "stop"},
+    ]
+    hist = HermesProtocol().decode_history({"data": rows}, SESSION)
+    first, second = [m for m in hist.messages if m.role == "assistant"]
+    assert [p.id for p in first.parts] == ["tool:0", "text:1"] and notes_of(first) == {"stop-notice": ("text:1",)}
+    assert notes_of(second) == {}

@@ -211,6 +211,22 @@ def test_capture_length_completes():
     assert s.view.status == "completed" and s.answer.text == "This answer is cut"
 
 
+def test_a_content_filter_finish_names_the_withheld_output():
+    """finish_reason content_filter completes the run (the protocol's
+    mapping) and the event says a content policy ended it, which the
+    completed update cannot carry (output-withheld, CK122)."""
+    proto = OpenAIProtocol()
+    chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}]}
+    assert proto.event_limits(chunk) == ("output-withheld",)
+    stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    assert proto.event_limits(stop) == () and proto.event_limits({"choices": []}) == () and proto.event_limits("[DONE]") == ()
+    incomplete = {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "content_filter"}}}
+    assert proto.event_limits(incomplete) == ("output-withheld",)
+    assert proto.event_limits({**incomplete, "response": {"incomplete_details": {"reason": "max_output_tokens"}}}) == ()
+    s = Session().feed([{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}, chunk])
+    assert s.view.status == "completed" and not s.violations
+
+
 def test_capture_midstream_error_fails_with_the_servers_code():
     s = Session().feed(sse_values(capture("midstream.stream.sse")))
     assert s.view.status == "failed"

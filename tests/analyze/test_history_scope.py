@@ -152,13 +152,14 @@ def test_a2a_task_reads_pair_with_their_own_task(version):
 
 
 @pytest.mark.parametrize("version", ["v03", "v10"])
-def test_a2a_cancel_notice_is_one_warning(version):
+def test_a2a_cancel_notice_is_one_info_on_the_route(version):
+    # the backend did nothing wrong: CK117 (info, once per route) replaced CK113 (warning), issue 33
     _, findings = run(a2a_two_tasks(version), "a2a")
-    assert codes(findings) == ["CK113"]
-    [f] = [f for f in findings if f.code == "CK113"]
-    assert f.severity == "warning" and "cancelled by request" in f.message
-    assert "History read 4 holds what the UI dropped" in f.message
-    assert f.detail["history_consequence"][0]["what"] == "extra in history"
+    assert codes(findings) == ["CK117"]
+    [f] = [f for f in findings if f.code == "CK117"]
+    assert f.severity == "info" and f.run_id is None and "cancelled by request" in f.message
+    assert "History read 4 holds it: the next refresh shows it" in f.message
+    assert f.detail["how"] == ["sealed"] and f.detail["reads"] == [4] and len(f.detail["runs"]) == 1
 
 
 @pytest.mark.parametrize("version", ["v03", "v10"])
@@ -172,7 +173,7 @@ def test_a2a_cancel_acknowledged_after_the_terminal_is_clean(version):
 
 def test_hermes_run_stop_status_read_has_no_false_difference():
     rep, findings = run(capture_calls("runs_stop", "hermes"), "hermes")
-    assert not {"CK201", "CK202", "CK107", "CK113"} & set(codes(findings))
+    assert not {"CK201", "CK202", "CK107", "CK113", "CK117"} & set(codes(findings))
     s = next(iter(rep.sessions.values()))
     assert s.history == []  # a status read is not a history read: nothing to compare
 

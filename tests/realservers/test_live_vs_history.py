@@ -190,15 +190,17 @@ def test_a2a_two_tasks_one_context_one_cancelled(a2a_peer, version, tmp_path, ca
     found = findings(db)
     got = codes(found)
     assert "CK201" not in got and "CK202" not in got, [(f.code, f.message) for f in found]
-    notices = [f for f in found if f.code == "CK113"]
-    assert len(notices) == 1 and notices[0].severity == "warning" and notices[0].run_id == tid2
-    assert "cancelled by request" in notices[0].message and "next refresh will show it" in notices[0].message
+    # the stop notice the cancel's terminal frame carries: an info on the route (CK117, issue 33; CK113 before)
+    notices = [f for f in found if f.code == "CK117"]
+    assert len(notices) == 1 and notices[0].severity == "info" and notices[0].run_id is None
+    assert notices[0].detail["runs"] == [f"{cid}/{tid2}"] and notices[0].detail["how"] == ["sealed"]
+    assert "cancelled by request" in notices[0].message and "the next refresh shows it" in notices[0].message
     # Anything else would be output the backend really sent after the stop (a tick racing the cancel).
-    assert set(got) <= {"CK113", "CK107"}
+    assert set(got) <= {"CK117", "CK107"}
     if "CK107" in got:
         assert _output_after_cancel(db, tid2)
     rc, out = diff(db, capsys)
-    assert rc == 1 and out.count("(run scope)") >= 2 and "explained:" in out and "CK113" in out
+    assert rc == 1 and out.count("(run scope)") >= 2 and "explained:" in out and "CK117" in out
     assert out.count("isomorphic") == 1  # the first task; the second differs only by the explained notice
 
 
@@ -224,6 +226,6 @@ def test_hermes_run_stop_status_read_no_false_difference(hermes_peer, tmp_path, 
         ex = hermes_peer.scenario("runs_stop")
     assert ex["stop"].status in (200, 202) and ex["status"].json()["status"] == "cancelled"
     found = findings(db)
-    assert not {"CK201", "CK202", "CK107", "CK113", "CK106"} & set(codes(found)), [(f.code, f.message) for f in found]
+    assert not {"CK201", "CK202", "CK107", "CK113", "CK117", "CK106"} & set(codes(found)), [(f.code, f.message) for f in found]
     rc, out = diff(db, capsys)
     assert rc == 2 and "nothing to compare" in out  # a status read holds no messages: nothing is judged, nothing passes

@@ -161,10 +161,14 @@ def test_adk_tools_failures_and_a_stop_by_closing_the_stream(adk_trace):
     assert [f.code for f in judged_ if f.session_id is None] == ["CK112"]
     per_run = [f for f in judged_ if f.session_id is not None]
     # the stop (the client closing /run_sse) is no broken connection; ADK's history
-    # confirms it and has no partial answer, which the UI showed: a refresh removes it
-    assert [(f.code, f.session_id) for f in per_run] == [("CK201", sessions["stop"])], explain(found)
-    [f] = per_run
+    # confirms it and has no partial answer, which the UI showed: a refresh removes it.
+    # The tool that raises fails the run and leaves its call running, live and in
+    # history: its card spins for good (CK119, issue 33)
+    assert sorted((f.code, f.session_id) for f in per_run) == [("CK119", sessions["book"]), ("CK201", sessions["stop"])], explain(found)
+    f = next(f for f in per_run if f.code == "CK201")
     assert "step 0" in f.message and "is missing in history: a refresh removes it" in f.message
+    f = next(f for f in per_run if f.code == "CK119")
+    assert "book_hotel" in f.message and "a refresh keeps it spinning" in f.message
     assert "CK103" not in {x.code for x in found} and "CK115" not in {x.code for x in found}
 
 
@@ -272,7 +276,11 @@ def test_adk_a2a_bridge_tools_and_a_raising_tool(adk_bridge_peer, tmp_path):
     finally:
         a.bridge_path = old
     found = findings(db)
-    assert [f.code for f in found if f.code not in AMBIENT] == [], explain(found)
+    # the raising tool fails the task and its call stays running in the task, live and
+    # in tasks/get: CK119 once per version (issue 33); nothing else
+    judged_ = [f for f in found if f.code not in AMBIENT]
+    assert [f.code for f in judged_] == ["CK119", "CK119"], explain(found)
+    assert all("book_hotel" in f.message and "a refresh keeps it spinning" in f.message for f in judged_)
 
 
 def h_task_ids(resp):

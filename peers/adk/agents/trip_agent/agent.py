@@ -1,10 +1,11 @@
-"""A second offline ADK agent for chatkit-trace: a trip planner with four tools.
+"""A second offline ADK agent for chatkit-trace: a trip planner with five tools.
 
 Same scripted google-genai client as ``chatkit_peer`` (the real ADK code
 above the model call), another agent: ``get_weather``, ``get_time``,
 ``book_hotel`` (always raises: ADK sends an ``errorCode`` event and an
-``{"error"}`` frame) and ``find_flight`` (answers ``{"status": "error"}``: a
-tool result that reports a failure).  The scenario is picked from the text
+``{"error"}`` frame), ``find_flight`` (answers ``{"status": "error"}``: a
+tool result that reports a failure) and ``check_visa`` (takes 20 s: a run
+stopped while its tool runs).  The scenario is picked from the text
 of the latest user message and the number of tool results since it:
 
   "both"    -> text, then get_weather and get_time in ONE model turn, then an answer
@@ -13,6 +14,8 @@ of the latest user message and the number of tool results since it:
   "flight"  -> find_flight (soft error result), then an apology
   "long"    -> a thought, then 30 lines of text, then "Enjoy!"
   "slow"    -> one chunk every 0.3 s for ~70 s; stopped by closing the stream
+  "visa"    -> text + check_visa, which takes 20 s; stopped by closing the
+               stream while the tool runs
   else      -> a two-chunk greeting
 """
 
@@ -91,6 +94,12 @@ def find_flight(city: str) -> dict[str, Any]:
   return {"status": "error", "error_message": f"no flights to {city} today"}
 
 
+async def check_visa(country: str) -> dict[str, Any]:
+  """Checks the visa rules for a country (slow: 20 s)."""
+  await asyncio.sleep(20)
+  return {"country": country, "visa": "not required"}
+
+
 def _n_tool_results(contents) -> int:
   n = 0
   for content in reversed(contents or []):
@@ -129,6 +138,11 @@ def _script(contents) -> list[Any]:
     if done == 0:
       return [_chunk([_call("find_flight", city="Lima")], finish_reason=types.FinishReason.STOP)]
     return [_chunk([types.Part(text="Sorry, ")]), 0.05, _chunk([types.Part(text="no flights today.")], finish_reason=types.FinishReason.STOP)]
+  if "visa" in text:
+    if done == 0:
+      return [_chunk([types.Part(text="Checking the visa rules.")]), 0.05,
+              _chunk([_call("check_visa", country="Peru")], finish_reason=types.FinishReason.STOP)]
+    return [_chunk([types.Part(text="No visa needed.")], finish_reason=types.FinishReason.STOP)]
   if "long" in text:
     out: list[Any] = [_chunk([types.Part(text="Thinking about a long plan.", thought=True)])]
     for i in range(1, 31):
@@ -213,5 +227,5 @@ root_agent = LlmAgent(
     model=Gemini(model="gemini-2.5-flash", client=_scripted_client()),
     description="Offline scripted travel agent.",
     instruction="You plan trips.",
-    tools=[get_weather, get_time, book_hotel, find_flight],
+    tools=[get_weather, get_time, book_hotel, find_flight, check_visa],
 )
