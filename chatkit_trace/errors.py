@@ -8,6 +8,7 @@
     ├── WireDecodeError(ValueError)         wire: bytes that are not what their framing says
     ├── AdapterNotFound(LookupError)        adapters: no adapter of that name
     ├── ProfileError(ValueError)            capture: a route profile that cannot be used
+    ├── RecordTargetError(ValueError)       capture: a trace file a recorder cannot record into
     ├── TraceFormatError(ValueError)        store: not a trace database this version can read
     ├── TraceInputError(ValueError)         loading: an input that cannot be read as a trace
     ├── TraceImportError(ValueError)        import: a HAR or flow file that cannot be imported
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidMessageError",
     "NothingToJudge",
     "ProfileError",
+    "RecordTargetError",
     "ReplayMismatch",
     "ReportError",
     "TraceFormatError",
@@ -64,6 +66,11 @@ class AdapterNotFound(ChatkitTraceError, LookupError):
 
 class ProfileError(ChatkitTraceError, ValueError):
     """A profile that cannot be used; the message says which file, which key and what."""
+
+
+class RecordTargetError(ChatkitTraceError, ValueError):
+    """A recorder cannot record into that file (another recorder holds it, not
+    a trace, no room, not writable); the message names the file and why."""
 
 
 class TraceFormatError(ChatkitTraceError, ValueError):

@@ -29,3 +29,30 @@ def test_an_empty_file_is_refused_and_left_empty(tmp_path):
         assert done.returncode == 2, done.stderr
         assert "is empty" in done.stderr and "Traceback" not in done.stderr
     assert empty.read_bytes() == b""  # no command writes to its input
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["view", "{fifo}"],
+        ["import", "{fifo}", "--profile", "myproto", "-o", "{out}"],
+        ["replay", "{fifo}"],
+        ["check", "{fifo}"],
+        ["report", "{fifo}", "-o", "{out}"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_fifo_is_not_a_regular_file_and_nothing_waits_for_it(tmp_path, args):
+    """A FIFO nobody writes to: reading it would block for ever (``view``
+    ignored Ctrl-C there); every command says it is not a regular file."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.db"
+    argv = [a.format(fifo=fifo, out=out) for a in args]
+    done = cli(*argv)  # the timeout fails the test if it blocks
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a regular file" in lines[0], done.stderr
+    assert not out.exists()

@@ -77,6 +77,8 @@ def open_source(path: str | Path, profile: str | None = None) -> Source:
     try:
         loaded = open_trace(path, profile=profile)
     except TraceInputError:
+        if not Path(path).is_file():
+            raise  # a FIFO, a device: reading it for its profile would block
         recorded = None if profile is not None else _recorded_profile(path)
         if recorded is None:
             raise

@@ -535,6 +535,8 @@ def run(args: argparse.Namespace) -> int:
         raise _usage(f"{src}: no such file")
     if src.is_dir():
         raise _usage(f"{src}: is a directory, not a HAR or flow file")
+    if not src.is_file():
+        raise _usage(f"{src}: is not a regular file (a FIFO, a device): give a HAR or flow file")
     if args.format == "auto":
         try:
             sniff_format(src)  # what the input is comes first: notsqlite.db is not a HAR or flow file

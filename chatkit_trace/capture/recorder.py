@@ -279,6 +279,14 @@ class Recorder:
     def configure(self, updated: set[str]) -> None:
         if not any(name in updated for name in OPTIONS):
             return
+        try:
+            self._configure(updated)
+        except exceptions.OptionsError as err:
+            if not _proxy_running():
+                _refuse(str(err))  # a bad start: one line, exit 2, nothing created
+            raise  # mitmweb's options editor: mitmproxy shows it, the recording goes on
+
+    def _configure(self, updated: set[str]) -> None:
         opts = ctx.options
         if "chatkit_ws_abnormal_close" in updated:
             from .wsclose import pass_abnormal_closes
@@ -291,6 +299,13 @@ class Recorder:
         if self.writer is not None and old is not None and old.db == config.db and self.writer.is_alive():
             self.writer.reconfigure(config)
             return
+        from .target import RecordTargetError, check_target
+
+        try:
+            check_target(config.db)
+        except RecordTargetError as err:
+            self._config = old
+            raise exceptions.OptionsError(f"chatkit_db: {err}") from None
         self._start_writer(config)
 
     def _build_config(self, opts: Any) -> WriterConfig:
@@ -392,6 +407,7 @@ class Recorder:
             self.loop = None
         if self.writer is not None:
             self.writer.attach(self.loop)
+        _announce()
 
     def done(self) -> None:
         """Stop: the writer stores what it received, the deriver derives what
@@ -404,6 +420,12 @@ class Recorder:
         anything the trace lacks."""
         self.closed = self.writer is not None and _exiting()
         writer, self.writer = self.writer, None
+        if self.closed:
+            _quiet_cancelled_tasks()
+            open_flows = len(self._started)
+            if open_flows:
+                logger.warning(f"chatkit-trace: stopping with {open_flows} exchange(s) still open: recorded as they are "
+                               "(end 'open'); their clients are cut off")
         if writer is not None:
             try:
                 writer.stop()
@@ -633,6 +655,72 @@ class Recorder:
             flows.append(f)
         if flows:
             ctx.master.addons.trigger(hooks.UpdateHook(flows))
+
+
+#: ``chatkit-trace record``'s banner, printed once the proxy listens (``running``).
+_ANNOUNCE: list[Callable[[], None] | None] = [None]
+_LISTENED: list[bool] = [False]
+
+
+def announce_when_listening(say: Callable[[], None] | None) -> None:
+    """Have ``say()`` called once mitmproxy's proxy server listens (the next
+    ``running`` hook of this process; :func:`listened` turns true then);
+    ``None`` forgets it."""
+    _ANNOUNCE[0] = say
+    if say is not None:
+        _LISTENED[0] = False
+
+
+def listened() -> bool:
+    """Whether a recorder of this process reached ``running`` (the proxy listened)."""
+    return _LISTENED[0]
+
+
+def _announce() -> None:
+    _LISTENED[0] = True
+    say, _ANNOUNCE[0] = _ANNOUNCE[0], None
+    if say is not None:
+        try:
+            say()
+        except Exception:  # noqa: BLE001, S110 - a closed stderr: nothing to announce to
+            pass
+
+
+class _CancelledAtExit(logging.Filter):
+    """Drops asyncio's "Exception in callback …" report of a connection task
+    that mitmproxy's exit cancelled (its own, ~17 lines of ``CancelledError``
+    traceback after Ctrl-C with a stream open); every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)
+
+
+def _quiet_cancelled_tasks() -> None:
+    log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _CancelledAtExit) for f in log.filters):
+        log.addFilter(_CancelledAtExit())
+
+
+def _proxy_running() -> bool:
+    """Whether mitmproxy is up (its proxy server started): an option rejected
+    before that is a bad start, after it a change in mitmweb's options editor."""
+    try:
+        server = ctx.master.addons.get("proxyserver")
+    except Exception:  # noqa: BLE001 - no master (tests, an unloaded addon)
+        return True
+    return server is None or bool(getattr(server, "is_running", True))
+
+
+def _refuse(message: str) -> None:
+    """A recorder that cannot start: one line on stderr and exit code 2, as every
+    chatkit-trace command says a user mistake (not mitmproxy's traceback and
+    "Error logged during startup", exit 1).  ``SystemExit`` passes through
+    mitmproxy's script loader, which catches ``Exception`` only."""
+    import sys
+
+    print(f"chatkit-trace: cannot start recording: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _exiting() -> bool:

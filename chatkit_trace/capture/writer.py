@@ -256,6 +256,7 @@ class Writer(threading.Thread):
         self.ready = threading.Event()
         self.open_error: str | None = None
         self.store: Any = None
+        self.lock: Any = None  # target.TraceLock, held from open to close
         self.next_index = 0
         self.flows: dict[str, _Flow] = {}
         self.router = Router(config.profile)  # matching and identity, in request order
@@ -326,11 +327,47 @@ class Writer(threading.Thread):
             self.stopped.set()
 
     def _open(self) -> None:
+        """Lock the trace (one recorder per file: :class:`~.target.TraceLock`),
+        open or create it.  A failure leaves nothing behind: a file or folder
+        this call created is removed again."""
+        from .target import TraceLock
+
+        path = self.config.db
+        made = _make_folders(os.path.dirname(os.path.abspath(path)))
+        self.lock = TraceLock(path)
+        try:
+            self.lock.acquire()
+            self._open_store()
+        except BaseException:
+            self._undo_open(made)
+            raise
+
+    def _undo_open(self, made: list[str]) -> None:
+        if self.store is not None:
+            try:
+                self.store.close()
+            except Exception:  # noqa: BLE001, S110 - closing what failed to open
+                pass
+            self.store = None
+        lock = self.lock
+        if lock is not None and lock.created:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.remove(lock.path.as_posix() + suffix)
+                except OSError:
+                    pass
+        if lock is not None:
+            lock.release()
+        for folder in reversed(made):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+
+    def _open_store(self) -> None:
         from ..store import TraceStore
 
         path = self.config.db
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
         self.store = TraceStore(path, create=True)
         self.next_index = self.store.next_exchange_index()
         #: (sessions, frames) an earlier recording left underived (its deriver died)
@@ -1145,7 +1182,25 @@ class Writer(threading.Thread):
                       f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
                       "(the traffic itself was not affected); raise chatkit_queue to keep more")
         store.settle()  # one file after a clean stop: no -wal/-shm next to the trace
-        store.close()
+        try:
+            store.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()  # after the connection: see target.TraceLock
+
+
+def _make_folders(folder: str) -> list[str]:
+    """``os.makedirs(folder)``; the folders it created, outermost first."""
+    made: list[str] = []
+    probe = folder
+    while probe and not os.path.exists(probe):
+        made.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    os.makedirs(folder, exist_ok=True)
+    return list(reversed(made))
 
 
 def _drop_match(st: _Flow) -> None:

@@ -45,6 +45,8 @@ def expand(items: list[str]) -> list[Path]:
             if not found:
                 raise UsageError(f"{p}: no *{FIXTURE_SUFFIX} files in this directory")
             out.extend(found)
+        elif p.exists() and not p.is_file():
+            raise UsageError(f"{p}: is not a regular file (a FIFO, a device): give a fixture file or a folder of them")
         else:
             out.append(p)
     return out

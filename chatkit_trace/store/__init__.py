@@ -7,7 +7,19 @@ viewer's read-only, paged access from several threads, its rows named
 (:mod:`._rows`).
 """
 
-from ._db import ALL, FRAME_COLUMNS, PackedRows, PendingDerivation, TraceFormatError, TraceStore, exchange_from_row, frame_from_row, frame_id, parse_frame_id
+from ._db import (
+    ALL,
+    FRAME_COLUMNS,
+    PackedRows,
+    PendingDerivation,
+    TraceFormatError,
+    TraceStore,
+    exchange_from_row,
+    frame_from_row,
+    frame_id,
+    integrity_problem,
+    parse_frame_id,
+)
 from ._read import EXCHANGE_SUMMARY, TraceReader
 from ._rows import (
     ExchangeDetail,
@@ -59,5 +71,6 @@ __all__ = [
     "exchange_from_row",
     "frame_from_row",
     "frame_id",
+    "integrity_problem",
     "parse_frame_id",
 ]

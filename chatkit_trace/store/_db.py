@@ -52,6 +52,7 @@ __all__ = [
     "frame_from_row",
     "exchange_from_row",
     "FRAME_COLUMNS",
+    "integrity_problem",
 ]
 
 
@@ -250,6 +251,25 @@ def _queue_key(session_id: str | None) -> str:
 
 #: Every session: :meth:`TraceStore.exchanges` without a session filter.
 ALL: Any = type("ALL", (), {"__repr__": lambda self: "ALL"})()
+
+
+def integrity_problem(path: str | Path) -> str | None:
+    """SQLite's quick check of every page of the file at ``path``, opened
+    read-only (nothing is written): None when it is intact, else what SQLite
+    says (one line)."""
+    try:
+        con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+    except sqlite3.Error as err:
+        return str(err)
+    try:
+        row = con.execute("PRAGMA quick_check").fetchone()
+    except sqlite3.DatabaseError as err:
+        return str(err)
+    finally:
+        con.close()
+    if row and row[0] == "ok":
+        return None
+    return " ".join(str(row[0]).split()) if row else "no answer"  # SQLite's report spans lines
 
 
 class TraceStore:
@@ -457,6 +477,20 @@ class TraceStore:
 
     def exchange_count(self) -> int:
         return self.db["exchanges"].count
+
+    def counts_from(self, first: int) -> dict[str, int]:
+        """What the exchanges from index ``first`` on hold (one recording's
+        share of a file several recordings appended to): ``exchanges``,
+        ``frames``, ``runs`` (distinct session and run ids) and the file's
+        ``trace_frames``."""
+        ex = self.db.execute("SELECT COUNT(*) FROM exchanges WHERE id >= ?", [first]).fetchone()[0]
+        runs = self.db.execute(
+            "SELECT COUNT(*) FROM (SELECT DISTINCT session_id, run_id FROM exchanges WHERE id >= ? AND run_id IS NOT NULL)",
+            [first],
+        ).fetchone()[0]
+        frames = self.db.execute("SELECT COUNT(*) FROM frames WHERE exchange_id >= ?", [first]).fetchone()[0]
+        total = self.db.execute("SELECT COUNT(*) FROM frames").fetchone()[0]
+        return {"exchanges": ex, "frames": frames, "runs": runs, "trace_frames": total}
 
     def frame_count(self) -> int:
         return self.db["frames"].count

@@ -156,7 +156,7 @@ def test_a_directory_or_a_foreign_file_is_not_a_trace(tmp_path):
             tctx.configure(rec, chatkit_db=str(tmp_path))
         bad = tmp_path / "notes.txt"
         bad.write_text("hello, not SQLite" * 100)
-        with pytest.raises(exceptions.OptionsError, match="cannot record into"):
+        with pytest.raises(exceptions.OptionsError, match="not a chatkit-trace trace"):
             tctx.configure(rec, chatkit_db=str(bad))
     rec.done()
 
