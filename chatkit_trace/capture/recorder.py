@@ -385,7 +385,8 @@ class Recorder:
         try:
             link.start()
         except LinkError as err:
-            raise exceptions.OptionsError(f"chatkit_db: cannot record into {config.db}: {err}") from None
+            said = str(err) if config.db in str(err) else f"cannot record into {config.db}: {err}"
+            raise exceptions.OptionsError(f"chatkit_db: {said}") from None
         link.attach(self.loop)
         self.writer = link
         self._started.clear()
