@@ -62,7 +62,7 @@ from .core import (
 )
 from .core._gc import paused_gc
 from .trace import Exchange, replay_order
-from .wire import DONE, DecodeError, Frame, event_json
+from .wire import DONE, DecodeError, DecodeErrorKind, Frame, event_json
 
 __all__ = [
     "FactRecord",
@@ -114,7 +114,9 @@ class FrameRecord(msgspec.Struct, gc=False):
     ``outgoing`` (client to server; ``command`` says when the route's
     ``messages`` make it a chatkit command), ``history`` (a socket's answer
     to a history command), ``empty`` (nothing to decode, e.g. a keepalive),
-    ``ignored`` (an exchange no profile route matched).
+    ``ignored`` (an exchange no profile route matched), ``over-limit`` (the
+    recorder did not keep its content: an event over its limit; the reader
+    goes on, CK703).
     """
 
     exchange_index: int
@@ -683,6 +685,8 @@ class Replayer:
                 continue
             value, err = event_json(frame)
             if err is not None:
+                if not stopped and _recorder_lost(fr, err):
+                    continue
                 _reader_error(rec, fr, frame, err, stopped)
                 continue
             if error is not None:
@@ -777,6 +781,8 @@ class Replayer:
             _reader_error(rec, fr, frame, frame.error, stopped, lost=True)
             return
         if err is not None:
+            if not stopped and _recorder_lost(fr, err):
+                return
             _reader_error(rec, fr, frame, err, stopped)
             return
         if frame.error is not None:
@@ -997,6 +1003,17 @@ class Replayer:
         if exchange.end in ("complete", "reset", "client-gone", "timeout", "error"):
             # A stream that ends without a conclusion leaves the outcome unknown (R3.4).
             s.core.observe_connection(run_id=rec.run_id, state="disconnected")
+
+
+def _recorder_lost(fr: FrameRecord, err: Any) -> bool:
+    """A frame whose content the recorder did not keep (a line over its
+    limit, ``line-too-long``: kept as its head, length and hash): the UI read
+    it, so the reader goes on; its facts are unknown (state ``over-limit``, CK703),
+    never a decode error of the backend's."""
+    if getattr(err, "kind", None) != DecodeErrorKind.LINE_TOO_LONG:
+        return False
+    fr.state, fr.error = "over-limit", err
+    return True
 
 
 def _reader_error(rec: ExchangeRecord, fr: FrameRecord, frame: Frame, err: Any, stopped: bool, *, lost: bool = False) -> None:

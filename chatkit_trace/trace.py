@@ -29,6 +29,7 @@ __all__ = [
     "frames_from_body",
     "stream_state",
     "STREAM_STATES",
+    "RECORDING_INCOMPLETE",
     "RUN_STATUSES",
     "run_status",
 ]
@@ -162,12 +163,21 @@ RUN_STATUSES = {
     "message (R2.2)",
     "not shown": "the UI does not show it (any more): a refresh that does not name the settled run dropped it, or "
     "history names it differently",
+    "recording incomplete": "the recorder lost part of it (CK702: its writer died, the disk was full …; CK703: an event "
+    "over its limit): it cannot be judged; record it again",
 }
 
+#: Codes that say the recorder lost part of a run (docs/rules.md CK7xx).
+RECORDING_INCOMPLETE = frozenset({"CK702", "CK703"})
 
-def run_status(status: str | None, connection: str | None = None) -> str:
+
+def run_status(status: str | None, connection: str | None = None, codes: Any = ()) -> str:
     """A run's status in the one vocabulary (:data:`RUN_STATUSES`): the Core's
-    ``status`` and ``connection`` (a run the Core does not know: None)."""
+    ``status`` and ``connection`` (a run the Core does not know: None), and
+    the codes of its findings (one of :data:`RECORDING_INCOMPLETE`: the
+    recording of the run is incomplete, whatever the Core says)."""
+    if RECORDING_INCOMPLETE.intersection(codes):
+        return "recording incomplete"
     if status is None:
         return "not started"
     if status == "running" and connection == "disconnected":

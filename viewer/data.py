@@ -31,14 +31,14 @@ import os
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chatkit_trace.pipeline import DEFAULT_SESSION, STREAMING
 from chatkit_trace.store import TraceReader
-from chatkit_trace.trace import run_status
+from chatkit_trace.trace import RECORDING_INCOMPLETE, run_status
 
 __all__ = [
     "END",
@@ -62,14 +62,16 @@ END = 1 << 30
 PAGE = 128
 
 
-def display_status(status: str | None, connection: str | None) -> str:
+def display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
     """The status a person reads, in the one vocabulary
     (:data:`chatkit_trace.trace.RUN_STATUSES`: ``outcome unknown`` for a run
-    still ``running`` whose connection is gone, R3.4); ``not analysed`` for a
-    run of a trace not derived yet (the viewer's own state)."""
-    if status is None:
+    still ``running`` whose connection is gone, R3.4; ``recording
+    incomplete`` for one whose findings (``codes``) say the recorder lost
+    part of it); ``not analysed`` for a run of a trace not derived yet (the
+    viewer's own state)."""
+    if status is None and not RECORDING_INCOMPLETE.intersection(codes):
         return "not analysed"
-    return run_status(status, connection)
+    return run_status(status, connection, codes)
 
 
 def parse_ref(ref: str) -> tuple[int, int]:
@@ -552,7 +554,7 @@ class TraceData:
                 RunInfo(
                     row.session_id,
                     row.run_id,
-                    display_status(row.status, row.connection),
+                    display_status(row.status, row.connection, c.get("codes", ())),
                     row.origin,
                     row.connection,
                     row.phase,

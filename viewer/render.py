@@ -56,6 +56,7 @@ STATUS_TONE = {
     "queued": "muted",
     "not analysed": "muted",
     "not started": "warning",
+    "recording incomplete": "warning",
 }
 TONE_VAR = {
     "error": "$text-error",

@@ -21,7 +21,7 @@ from .widgets import FindingsList, RunsTable, VirtualList
 
 __all__ = ["STATUS_CYCLE", "RunsScreen", "matches", "parse_query"]
 
-STATUS_CYCLE = ("", "problems", "failed", "outcome unknown", "running", "interrupted", "completed")
+STATUS_CYCLE = ("", "problems", "failed", "outcome unknown", "recording incomplete", "running", "interrupted", "completed")
 
 
 def parse_query(text: str) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def matches(
     status = q["status"]
     if status:
         if status in ("problems", "problem", "bad"):
-            if not (run.errors or run.rejected or run.status in ("failed", "outcome unknown")):
+            if not (run.errors or run.rejected or run.status in ("failed", "outcome unknown", "recording incomplete")):
                 return False
         elif not run.status.startswith(status.replace("_", " ")):
             return False

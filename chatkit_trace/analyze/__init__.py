@@ -31,7 +31,7 @@ from ._finding import (
     make_finding,
     severity_rank,
 )
-from .recording import trace_findings
+from .recording import gap_findings, trace_findings
 
 __all__ = [
     "ANALYZERS",
@@ -75,6 +75,7 @@ def analyze_replay(rep: Replay, exchanges: Iterable[Exchange], adapter: Adapter,
     findings: list[Finding] = []
     for _codes, fn in ANALYZERS:
         findings.extend(fn(ctx))
+    findings = gap_findings(ctx, findings)  # the recording's own losses (CK702, CK703) and what they withhold
     _attach_faults(findings, by_index)
     findings.sort(key=lambda f: (f.session_id or "", f.run_id or "", severity_rank(f.severity), f.code, f.frames[:1]))
     return findings

@@ -86,6 +86,8 @@ CATALOGUE: dict[str, CodeInfo] = {
         CodeInfo("CK601", "info", "-", "slow first event"),
         CodeInfo("CK602", "info", "-", "stall between events"),
         CodeInfo("CK701", "info", "-", "trace recorded with secrets kept"),
+        CodeInfo("CK702", "warning", "-", "the recording has a gap: the recorder lost part of what passed"),
+        CodeInfo("CK703", "info", "-", "an event over the recorder's limit was kept as its head, length and hash"),
     )
 }
 

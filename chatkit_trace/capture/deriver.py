@@ -55,8 +55,11 @@ POLL = 0.1
 #: Derivation is "behind" (logged, in meta ``derivation``) when the oldest
 #: underived change is older than this.
 BEHIND_AFTER = 5.0
+#: Below this much free space on the trace's disk derived rows wait: twice the
+#: writer's reserve (:data:`chatkit_trace.capture.writer.RESERVE_BYTES`).
+LOW_DISK = 2 * 1024 * 1024
 #: Module constants the proxy sends with the options (tests tune them there).
-TUNABLE = ("LIVE_LAG", "OPEN_SHARE", "POLL", "BEHIND_AFTER")
+TUNABLE = ("LIVE_LAG", "OPEN_SHARE", "POLL", "BEHIND_AFTER", "LOW_DISK")
 
 
 class LiveDeriver:
@@ -80,6 +83,7 @@ class LiveDeriver:
         self.stop_requested = False
         self.version: int | None = None
         self.behind = False
+        self.paused = False  # the disk is nearly full: derived rows wait (_low_disk)
         self.next_due: float | None = None
         self.derived_frames = 0
         #: the live spans (chatkit_otlp: chatkit_trace.export.live), or None
@@ -136,9 +140,28 @@ class LiveDeriver:
             return True
         return False
 
+    def _low_disk(self) -> bool:
+        """Whether the trace's disk is nearly full (under :data:`LOW_DISK`):
+        derived rows wait (they can always be derived again), so the room
+        left, and the writer's reserve it frees when the disk fills up, is
+        the writer's: raw frames first, and the mark saying what was lost."""
+        import os
+
+        from .target import free_bytes
+
+        room = free_bytes(os.path.dirname(os.path.abspath(self.config.db)))
+        low = room is not None and room < LOW_DISK
+        if low != self.paused:
+            self.paused = low
+            self._log(logging.WARNING if low else logging.INFO,
+                      f"chatkit-trace: derivation paused: {room // 1024} KiB free on the trace's disk; every frame the disk "
+                      "takes is stored first, and the facts are derived when there is room (or `chatkit-trace redecode`)"
+                      if low and room is not None else "chatkit-trace: derivation resumed: the trace's disk has room again")
+        return low
+
     def step(self, *, final: bool = False) -> int:
         """Derive every queued session that is due; how many were derived."""
-        if self.adapter is None:
+        if self.adapter is None or self._low_disk():
             return 0
         pending = self.store.derive_pending()
         now = time.time()
@@ -339,22 +362,29 @@ class LiveDeriver:
 
     # ------------------------------------------------------------------ errors and messages
 
-    def _capture_error(self, where: str, message: str) -> None:
+    def _capture_error(self, where: str, message: str) -> bool:
+        """A ``capture_errors`` row in a transaction of its own; whether it was stored."""
         try:
             with self.store.transaction():
                 self.store.add_capture_error(where, self._scrub(message))
-        except Exception:  # noqa: BLE001, S110 - nowhere left to store it
-            pass
+        except Exception:  # noqa: BLE001 - nowhere left to store it (a full disk)
+            return False
+        return True
 
     def _internal_error(self, where: str, err: BaseException) -> None:
-        message = f"{type(err).__name__}: {err}"
-        self._capture_error(f"deriver:{where}", message)
+        """One log line per place and kind, never a traceback (where in the
+        code it happened is in the line); the facts are derived again later
+        (the queue keeps what was not written; ``chatkit-trace redecode``)."""
+        tb = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ is not None else None
+        at = f" (at {tb.filename.rsplit('/', 1)[-1]}:{tb.lineno} in {tb.name})" if tb is not None else ""
+        message = f"{type(err).__name__}: {err}{at}"
+        stored = self._capture_error(f"deriver:{where}", message)
         key = f"{where}:{type(err).__name__}"
         self.errors_seen[key] += 1
         if self.errors_seen[key] == 1:
-            tb = "".join(traceback.format_exception(err)).rstrip()
-            self._log(logging.WARNING, f"chatkit-trace: error in the deriver ({where}), stored in the trace; "
-                      f"the recording is not affected: {message}\n{tb}")
+            kept = "kept in the trace's capture_errors" if stored else "not stored: the trace cannot be written"
+            self._log(logging.WARNING, f"chatkit-trace: error in the deriver ({where}): {message} ({kept}); the recording "
+                      "goes on, and what was not derived stays queued (`chatkit-trace redecode`)")
 
     def _scrub(self, text: str) -> str:
         return self.scrubber.scrub_text(text) if self.scrubber is not None else text

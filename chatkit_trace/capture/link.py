@@ -125,6 +125,12 @@ class Link:
         self.info: dict[str, Any] = {}
         self.derivation: dict[str, Any] | None = None  # the deriver's last word ("done")
         self.writer_stats: dict[str, Any] | None = None
+        self.requests = 0  # exchanges handed off (put_request)
+        self.first_index = 0  # the index of this recording's first exchange
+        #: the writer died while recording: its gap (meta ``gaps``), the thread that marks it, the lock taken over
+        self.gone: dict[str, Any] | None = None
+        self._marking: Any = None
+        self._lock: Any = None
 
     # ------------------------------------------------------------------ start
 
@@ -167,6 +173,7 @@ class Link:
                 self._deriver_gone("did not take its options")
             else:
                 os.set_blocking(dfd, False)
+        self.first_index = int(self.info["ready"].get("next_index", 0))
         sessions, frames = self.info["ready"].get("backlog", (0, 0))
         if sessions and self.deriver is not None:
             logger.info(f"chatkit-trace: {frames} frame(s) of {sessions} session(s) were left underived by an earlier "
@@ -196,6 +203,12 @@ class Link:
         return f.fileno()
 
     # ------------------------------------------------------------------ handing off (the loop)
+
+    def put_request(self, item: Any) -> None:
+        """:meth:`put` for the first message of an exchange (counted: what
+        passed unrecorded after the writer died is said in the trace)."""
+        self.requests += 1
+        self.put(item)
 
     def put(self, item: Any) -> None:
         """Hand a message to the writer (in order; never blocks)."""
@@ -357,8 +370,65 @@ class Link:
         self.dead = True
         self._drop_pending()
         if not self.stopping:
-            logger.error(f"chatkit-trace: the writer process {_how(self.writer)}: the recording into {self.config.db} "
-                         "stopped (what it committed is kept); the traffic is not affected")
+            how = _how(self.writer)
+            logger.error(f"chatkit-trace: the writer process {how}: the recording into {self.config.db} stopped (what "
+                         "it committed is kept, and the trace marks what it lacks: CK702); the traffic is not affected")
+            self.gone = {"kind": "writer", "at": time.time(), "until": None, "reason": how, "unrecorded": 0}
+            import threading
+
+            self._marking = threading.Thread(target=self._mark_gone, name="chatkit-trace-mark", daemon=True)
+            self._marking.start()
+
+    def _mark_gone(self) -> None:
+        """Off the loop, once the dead writer's process is gone: hold the
+        trace (no other recorder may take it while this proxy runs), mark the
+        exchanges it left open and say in meta ``gaps`` that the recording
+        stopped here (:meth:`_close_gap` completes it at the stop)."""
+        gone = self.gone
+        assert gone is not None
+        try:
+            if self.writer is not None:
+                self.writer.wait(WRITER_STOP)
+            from ..store import TraceStore
+            from .target import TraceLock
+
+            lock = TraceLock(self.config.db)
+            lock.acquire()
+            self._lock = lock
+            with TraceStore(self.config.db) as store, store.transaction():
+                touched = store.mark_unfinished(self.first_index, gone)
+                gaps = store.get_meta("gaps", [])
+                store.set_meta("gaps", [*(gaps if isinstance(gaps, list) else []), gone])
+                if touched and self.config.derive != "off":
+                    store.queue_derivation(touched, int(time.time() * 1000))
+        except Exception as err:  # noqa: BLE001 - nothing may reach the loop; said once
+            logger.warning(f"chatkit-trace: could not mark the recording's gap in {self.config.db}: {err}")
+
+    def _close_gap(self) -> None:
+        """At the stop after the writer died: the gap ends now; how many
+        exchanges passed through the proxy without reaching the trace."""
+        gone = self.gone
+        if gone is None:
+            return
+        if self._marking is not None:
+            self._marking.join(WRITER_STOP)
+        try:
+            from ..store import TraceStore
+
+            with TraceStore(self.config.db) as store, store.transaction():
+                stored = store.counts_from(self.first_index)["exchanges"]
+                gaps = [g for g in store.get_meta("gaps", []) or [] if g != gone]
+                gone.update(until=time.time(), unrecorded=max(0, self.requests - stored))
+                store.set_meta("gaps", [*gaps, gone])
+            if gone["unrecorded"]:
+                logger.warning(f"chatkit-trace: {gone['unrecorded']} exchange(s) passed through the proxy after the writer "
+                               f"process {gone['reason']} and are not in {self.config.db} (the trace says so: CK702)")
+        except Exception as err:  # noqa: BLE001
+            logger.warning(f"chatkit-trace: could not complete the recording's gap in {self.config.db}: {err}")
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def _deriver_gone(self, how: str) -> None:
         message = (f"the deriver process {how}: the recording goes on and every frame is stored; its facts are "
@@ -427,6 +497,7 @@ class Link:
             self._kill(self.writer)
         if self.deriver is not None:
             self._stop_deriver()
+        self._close_gap()
         self._settle()
 
     def _stop_deriver(self) -> None:

@@ -94,6 +94,14 @@ OPTIONS: dict[str, tuple[type, Any, str]] = {
             "in meta 'dropped'). Empty: no cap."
         ),
     ),
+    "chatkit_max_event_mb": (
+        int,
+        64,
+        (
+            "chatkit-trace: the longest SSE event line or NDJSON line stored whole, in MiB; a longer one is stored as "
+            "its first bytes, its length and its SHA-256, not decoded (CK703; the client gets it all)."
+        ),
+    ),
     "chatkit_queue": (
         int,
         20000,
@@ -313,6 +321,8 @@ class Recorder:
         errors: list[str] = []
         if opts.chatkit_queue < 1:
             errors.append(f"chatkit_queue must be at least 1, not {opts.chatkit_queue}")
+        if opts.chatkit_max_event_mb < 1:
+            errors.append(f"chatkit_max_event_mb must be at least 1 (MiB), not {opts.chatkit_max_event_mb}")
         if opts.chatkit_max_db_mb < 0:
             errors.append(f"chatkit_max_db_mb must be 0 (no cap) or more, not {opts.chatkit_max_db_mb}")
         try:
@@ -369,6 +379,7 @@ class Recorder:
             queue_limit=opts.chatkit_queue,
             max_db_bytes=opts.chatkit_max_db_mb * 1024 * 1024,
             max_age=max_age,
+            max_event_bytes=max(1, opts.chatkit_max_event_mb) * 1024 * 1024,
             derive=opts.chatkit_derive,
             derive_wait=float(opts.chatkit_derive_wait),
             test_raise=raises,
@@ -481,7 +492,7 @@ class Recorder:
             return
         self._started.add(flow.id)
         req = flow.request
-        w.put(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
+        w.put_request(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """The exchange exists from its first byte (even if its body never arrives)."""

@@ -66,6 +66,7 @@ from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
 from ..route import Router, apply_match, make_redactor
 from ..trace import Exchange
 from ..wire import (
+    DEFAULT_MAX_LINE,
     Frame,
     NDJSONSplitter,
     SSEParser,
@@ -100,6 +101,10 @@ CAP_INTERVAL = 2.0
 #: The reader stops taking messages off the pipe while this many times
 #: ``chatkit_queue`` wait for the writer thread (memory bound).
 BACKLOG_FACTOR = 10
+#: Room kept on the trace's disk while recording (``<trace>-reserve``, removed
+#: at the stop): freed when the disk fills up, so the mark that says so fits.
+RESERVE_BYTES = 1024 * 1024
+RESERVE_SUFFIX = "-reserve"
 #: Module constants the proxy sends with the options (tests tune them there).
 TUNABLE = ("MAX_BODY_BYTES", "BATCH_ITEMS", "BATCH_WAIT", "PARSE_LAG", "PARSE_BYTES", "CAP_INTERVAL", "EVENT_ID_TRIES")
 #: Server frames of one exchange tried for ids its route takes from the events
@@ -120,6 +125,9 @@ class WriterConfig:
     max_age: float = 0.0  # seconds, 0: no cap
     derive: str = "live"  # live | end | off
     derive_wait: float = 30.0  # seconds a clean stop waits for the deriver
+    #: longest SSE event line / NDJSON line kept whole (chatkit_max_event_mb);
+    #: a longer one is kept as its head, length and SHA-256 (CK703)
+    max_event_bytes: int = DEFAULT_MAX_LINE
     test_raise: frozenset[str] = frozenset()
     #: the live spans' settings (chatkit_otlp*: chatkit_trace.export.live.OTLPSettings), or None
     otlp: Any = None
@@ -273,6 +281,10 @@ class Writer(threading.Thread):
         self.stored_errors: set[tuple[str, str | None]] = set()
         self.drops = {"chunks": 0, "bytes": 0, "flows": 0}
         self.capped = {"exchanges": 0, "frames": 0, "by_age": 0, "by_size": 0, "frames_over_cap": 0}
+        #: the trace could not be written (a full disk): the current episode, and this recording's marks
+        self.gap: _StoreGap | None = None
+        self.gaps: list[dict[str, Any]] = []
+        self.prior_gaps: list[dict[str, Any]] = []  # meta ``gaps`` of earlier recordings into the file
         self.over_cap = False
         self.last_cap_check = 0.0
         self.unparsed: set[_Flow] = set()
@@ -349,6 +361,7 @@ class Writer(threading.Thread):
             except Exception:  # noqa: BLE001, S110 - closing what failed to open
                 pass
             self.store = None
+        self._free_reserve()
         lock = self.lock
         if lock is not None and lock.created:
             for suffix in ("", "-wal", "-shm", "-journal"):
@@ -370,6 +383,9 @@ class Writer(threading.Thread):
         path = self.config.db
         self.store = TraceStore(path, create=True)
         self.next_index = self.store.next_exchange_index()
+        prior = self.store.get_meta("gaps", [])
+        self.prior_gaps = list(prior) if isinstance(prior, list) else []
+        self._make_reserve()
         #: (sessions, frames) an earlier recording left underived (its deriver died)
         self.backlog = self.store.derivation_backlog()
         self.recorded_bytes = self._recorded_bytes()
@@ -489,14 +505,17 @@ class Writer(threading.Thread):
         """Write the batch (frames, changed exchanges, the derivation queue) in
         one transaction.  A busy file (the deriver writes to it too) retries
         the same batch (``TraceStore.when_free``), so nothing is lost to a
-        lock; any other error (a full disk) drops this batch and is said."""
+        lock; any other error (a full disk) drops this batch's frames, marks
+        the loss on each exchange they belonged to and in the trace
+        (:class:`_StoreGap`), and says so in one line."""
         try:
             self.store.when_free(self._write_and_commit)
-        except Exception as err:  # noqa: BLE001 - e.g. disk full: log, drop this batch, go on
-            self._batch_written(stored=False)
-            self._internal_error("store", err)
+        except Exception as err:  # noqa: BLE001 - e.g. disk full: mark, say once, go on
+            self._store_failed(err)
             return
         self._batch_written(stored=True)
+        if self.gap is not None and self.gap.open:
+            self._store_recovered()
 
     def _write_and_commit(self) -> None:
         self._assign_ready()
@@ -547,6 +566,110 @@ class Writer(threading.Thread):
             done = [fid for fid, st in self.flows.items() if st.ended and st.assigned]
             for fid in done:
                 del self.flows[fid]
+
+    # ------------------------------------------------------------------ what could not be stored
+
+    def _store_failed(self, err: BaseException) -> None:
+        """A batch that could not be committed: its frames are lost (counted
+        on their exchanges, ``notes.gaps``), its exchange rows stay to be
+        written with the next batch that can be, the trace is marked (meta
+        ``gaps``) as soon as it can be (the reserve makes room for that).
+        One log line per episode, never a traceback."""
+        self._rollback()
+        lost = Counter(f.exchange_index for f in self.frames)
+        self.frames = []
+        gap = self.gap
+        if gap is None or not gap.open:
+            gap = self.gap = _StoreGap(time.time(), _store_reason(err))
+            self.gaps.append(gap.mark)
+            self._log(logging.WARNING, f"chatkit-trace: cannot write to {self.config.db}: {gap.reason}. The traffic is "
+                      "not affected; frames are dropped until the trace can be written again, and the trace marks the gap "
+                      "(`chatkit-trace check` reports CK702)")
+        gap.failing = True
+        gap.batches += 1
+        for index, n in lost.items():
+            gap.frames += n
+            st = self.flows.get(self.flow_of.get(index, ""))
+            if st is not None:
+                _add_gap(st.ex, gap.at, "store", frames=n, reason=gap.reason)
+                st.dirty = True
+        gap.exchanges |= set(lost)
+        gap.sync()
+        self._free_reserve()
+        if self._write_marks():
+            gap.marked = True
+
+    def _store_recovered(self) -> None:
+        """A commit went through while a gap is open.  The gap closes once
+        the reserve is back too: until then the next failure might find no
+        room for its mark, so the trace keeps saying that anything from the
+        gap's start on may be missing."""
+        gap = self.gap
+        assert gap is not None
+        gap.failing = False
+        try:
+            self._make_reserve()
+        except OSError:
+            return  # room for the trace, not yet for the reserve
+        gap.until = time.time()
+        gap.sync()
+        self._write_marks()
+        self._log(logging.WARNING, f"chatkit-trace: {self.config.db} is writable again: {gap.frames} frame(s) of "
+                  f"{len(gap.exchanges)} exchange(s) were not stored in {gap.until - gap.at:.1f} s (the trace marks them: "
+                  "`chatkit-trace check` reports CK702)")
+
+    def _write_marks(self) -> bool:
+        """Meta ``gaps`` and the marked exchanges' rows, in a transaction of
+        their own; False when even that cannot be written (tried again with
+        the next batch, and at the stop)."""
+        store = self.store
+        try:
+            store.begin()
+            store.set_meta("gaps", self.prior_gaps + self.gaps)
+            store.commit()
+        except Exception:  # noqa: BLE001 - the disk is still full
+            self._rollback()
+            return False
+        try:
+            store.begin()
+            for st in self.flows.values():
+                if st.dirty and st.ex.notes.get("gaps"):
+                    store.add_exchange(st.ex, with_frames=False)
+            store.commit()
+        except Exception:  # noqa: BLE001 - the rows stay dirty: written with a later batch
+            self._rollback()
+        return True
+
+    def _rollback(self) -> None:
+        try:
+            self.store.rollback()
+        except Exception:  # noqa: BLE001, S110 - nothing was open
+            pass
+
+    @property
+    def reserve_path(self) -> str:
+        return self.config.db + RESERVE_SUFFIX
+
+    def _make_reserve(self) -> None:
+        """Keep :data:`RESERVE_BYTES` of the disk next to the trace (a file
+        of zeros, removed at the stop): when the disk fills up, freeing it
+        makes room to write the mark that says so."""
+        if os.path.exists(self.reserve_path):
+            return
+        fd = os.open(self.reserve_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except (AttributeError, OSError):
+            os.close(fd)
+            self._free_reserve()
+            raise
+        os.close(fd)
+
+    def _free_reserve(self) -> None:
+        try:
+            os.remove(self.reserve_path)
+        except OSError:
+            pass
 
     def _scrub(self) -> None:
         """Mask learned secrets and token shapes in every frame and exchange row
@@ -753,9 +876,9 @@ class Writer(threading.Thread):
             if st.decoder.unsupported_error is not None:
                 self._add_frame(st, error_frame(st.decoder.unsupported_error, ex.index, st.next_frame, t, transport=transport))
             if transport == "sse":
-                st.parser = SSEParser()
+                st.parser = SSEParser(max_line=self.config.max_event_bytes)
             elif transport == "ndjson":
-                st.parser = NDJSONSplitter(ex.index)
+                st.parser = NDJSONSplitter(ex.index, max_line=self.config.max_event_bytes)
             else:
                 st.copy = bytearray()
         if st.match is None and transport in ("sse", "ndjson"):
@@ -896,9 +1019,9 @@ class Writer(threading.Thread):
         st.base = st.decoded + nbytes
         st.decoded = st.base
         if isinstance(st.parser, SSEParser):
-            st.parser = SSEParser()
+            st.parser = SSEParser(max_line=self.config.max_event_bytes)
         elif isinstance(st.parser, NDJSONSplitter):
-            st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame)
+            st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame, max_line=self.config.max_event_bytes)
 
     def _ws(self, item: tuple[Any, ...]) -> None:
         _, fid, t, content, is_text, from_client = item
@@ -1032,6 +1155,8 @@ class Writer(threading.Thread):
     # ------------------------------------------------------------------ errors
 
     def _capture_error(self, where: str, message: str, *, fid: str | None = None, exchange_id: int | None = None) -> None:
+        """A ``capture_errors`` row, written with the current batch (once per
+        place, message and flow)."""
         key = (f"{where}:{message[:200]}", fid)
         if key in self.stored_errors:
             return
@@ -1040,19 +1165,31 @@ class Writer(threading.Thread):
             message = self.redactor.scrub_text(message)
         try:
             self.store.add_capture_error(where, message, flow_id=fid, exchange_id=exchange_id)
-        except Exception:  # noqa: BLE001, S110 - nowhere left to store it
+        except Exception:  # noqa: BLE001, S110 - nowhere left to store it (the disk is full: marked apart)
             pass
 
     def _internal_error(self, where: str, err: BaseException, *, fid: str | None = None) -> None:
-        message = f"{type(err).__name__}: {err}"
+        """A failure inside the writer: a trace that cannot be written is a
+        gap (:meth:`_store_failed`); anything else is a capture error row
+        and, when it concerns one flow, a mark on its exchange (part of it is
+        not recorded: CK702).  One log line per place and kind, with where
+        in the code it happened, never a traceback."""
+        if isinstance(err, (sqlite3.Error, OSError)):
+            if self.gap is None or not self.gap.open:
+                self._store_failed(err)
+            return
+        message = f"{type(err).__name__}: {err}{_where(err)}"
         st = self.flows.get(fid) if fid else None
         self._capture_error(f"writer:{where}", message, fid=fid, exchange_id=st.ex.index if st else None)
+        if st is not None:
+            _add_gap(st.ex, None, "error", errors=1, reason=message)
+            st.dirty = True
         key = f"{where}:{type(err).__name__}"
         self.errors_seen[key] += 1
         if self.errors_seen[key] == 1:
-            tb = "".join(traceback.format_exception(err)).rstrip()
-            self._log(logging.WARNING, f"chatkit-trace: capture error in the writer ({where}), stored in the trace; "
-                      f"the traffic is not affected: {message}\n{tb}")
+            what = f"exchange {st.ex.index} is marked incomplete (CK702)" if st is not None else "the recording goes on"
+            self._log(logging.WARNING, f"chatkit-trace: capture error in the writer ({where}): {message}; {what}; the "
+                      "traffic is not affected (logged once; every one is kept in the trace's capture_errors)")
 
     def _log(self, level: int, message: str) -> None:
         """A log line for the proxy's log (masked here: it may quote traffic)."""
@@ -1180,13 +1317,108 @@ class Writer(threading.Thread):
         if self.drops["chunks"]:
             self._log(logging.WARNING, f"chatkit-trace: the writer process fell behind: {self.drops['chunks']} chunk(s), "
                       f"{self.drops['bytes']} bytes of {self.drops['flows']} flow(s) were not recorded "
-                      "(the traffic itself was not affected); raise chatkit_queue to keep more")
+                      "(the traffic itself was not affected; the trace marks them: CK702); raise chatkit_queue to keep more")
+        self._last_word_on_the_gap()
         store.settle()  # one file after a clean stop: no -wal/-shm next to the trace
         try:
             store.close()
+        except sqlite3.Error:
+            pass  # a full disk: what could be committed is
         finally:
             if self.lock is not None:
                 self.lock.release()  # after the connection: see target.TraceLock
+            self._free_reserve()
+
+    def _last_word_on_the_gap(self) -> None:
+        """At the stop, a gap still open: when the last commit went through,
+        nothing was lost since the last failure and the gap closes; else the
+        trace is marked once more (the reserve is free by now) as incomplete
+        from the gap's start on.  Said in one line, as the file says it."""
+        gap = self.gap
+        if gap is None or not gap.open:
+            return
+        self._free_reserve()
+        if not gap.failing:
+            gap.until = time.time()
+        gap.sync()
+        marked = self._write_marks()
+        lost = f"{gap.frames} frame(s) of {len(gap.exchanges)} exchange(s) were not stored"
+        since = time.strftime("%H:%M:%S", time.localtime(gap.at))
+        if marked and not gap.failing:
+            self._log(logging.WARNING, f"chatkit-trace: {lost} ({gap.reason}; the trace marks them: `chatkit-trace check` "
+                      "reports CK702)")
+        elif marked or gap.marked:
+            counts = "" if marked else " (its counts are those of the last mark that fitted)"
+            self._log(logging.WARNING, f"chatkit-trace: {self.config.db} could still not be written at the stop "
+                      f"({gap.reason}): {lost}, and the trace says it is incomplete from {since} on{counts} "
+                      "(`chatkit-trace check` reports CK702)")
+        else:
+            self._log(logging.ERROR, f"chatkit-trace: {self.config.db} could not be written at all since {since} "
+                      f"({gap.reason}): {lost}, and not even that mark fits: the trace does not say it is incomplete. "
+                      "Free some space and record again")
+
+
+class _StoreGap:
+    """One episode of a trace that could not be written (a full disk), from
+    the first failed commit to the next one that succeeds (``until``); its
+    ``mark`` is what meta ``gaps`` holds."""
+
+    def __init__(self, at: float, reason: str) -> None:
+        self.at = at
+        self.reason = reason
+        self.until: float | None = None
+        self.failing = True  # the last commit failed
+        self.marked = False  # meta ``gaps`` holds this gap (some version of it)
+        self.batches = 0
+        self.frames = 0
+        self.exchanges: set[int] = set()
+        self.mark: dict[str, Any] = {}
+        self.sync()
+
+    @property
+    def open(self) -> bool:
+        return self.until is None
+
+    def sync(self) -> None:
+        self.mark.update(kind="store", at=self.at, until=self.until, reason=self.reason, batches=self.batches,
+                         frames=self.frames, exchanges=len(self.exchanges))
+
+
+def _where(err: BaseException) -> str:
+    """`` (at writer.py:123 in _chunk)``: the innermost frame of a failure."""
+    tb = err.__traceback__
+    if tb is None:
+        return ""
+    last = traceback.extract_tb(tb)[-1]
+    return f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+
+
+def _store_reason(err: BaseException) -> str:
+    """What a failed write says, for people: a full disk named as such."""
+    import errno
+
+    text = str(err)
+    if isinstance(err, sqlite3.OperationalError) and ("disk is full" in text or "database or disk is full" in text):
+        return "the disk is full"
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return "the disk is full"
+    return f"{type(err).__name__}: {text}"
+
+
+def _add_gap(ex: Exchange, at: float | None, kind: str, **counts: Any) -> None:
+    """Mark a loss on an exchange (``notes.gaps``): one entry per kind and
+    episode (``at``), its counts added up."""
+    gaps = ex.notes.setdefault("gaps", [])
+    for gap in gaps:
+        if gap.get("kind") == kind and gap.get("at") == at:  # at None: one entry per kind
+            for key, value in counts.items():
+                if isinstance(value, int) and isinstance(gap.get(key), int):
+                    gap[key] += value
+                else:
+                    gap[key] = value
+            return
+    gaps.append({"kind": kind, "at": at, **counts})
+    ex.notes["incomplete"] = True
 
 
 def _make_folders(folder: str) -> list[str]:

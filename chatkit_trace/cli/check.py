@@ -88,7 +88,7 @@ def _codes(value: str | None) -> list[str]:
     out = [c.strip().upper() for c in value.split(",") if c.strip()]
     for c in out:
         if not c.startswith("CK") or not any(code.startswith(c) for code in CATALOGUE):
-            raise UsageError(f"unknown finding code or prefix {c!r} (codes are CK101 ... CK701)")
+            raise UsageError(f"unknown finding code or prefix {c!r} (codes are CK101 ... CK703)")
     return out
 
 

@@ -52,8 +52,10 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
     finally:
         loaded.close()
     by_run: dict[tuple, Counter] = defaultdict(Counter)
+    codes: dict[tuple, set[str]] = defaultdict(set)
     for f in findings:
         by_run[(f.session_id, f.run_id)][f.severity] += 1
+        codes[(f.session_id, f.run_id)].add(f.code)  # CK702/CK703: the recording is incomplete
 
     def counts(key: tuple) -> dict[str, int]:
         return {"errors": by_run[key].get("error", 0), "warnings": by_run[key].get("warning", 0), "infos": by_run[key].get("info", 0)}
@@ -66,7 +68,7 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
                 "session": run.session_id,
                 "run": view.id,
                 # the one vocabulary (chatkit_trace.trace.RUN_STATUSES)
-                "status": run_status(view.status, view.connection),
+                "status": run_status(view.status, view.connection, codes[key]),
                 # what concluded the run: a terminal event (fact), a later history or status read, or nothing
                 "settled_by": (run.record.settled_by if run.record else None) if view.terminal else None,
                 "origin": view.origin,
@@ -83,7 +85,7 @@ def collect(path: str, profile: str | None = None) -> list[dict]:
             {
                 "session": sid,
                 "run": rec.run_id,
-                "status": run_status(None),
+                "status": run_status(None, None, codes[(sid, rec.run_id)]),
                 "settled_by": None,
                 "origin": "local",
                 "connection": connection,
@@ -110,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title=Text(f"runs in {args.trace}"))
     for col in ("session", "run", "status", "settled by", "origin", "connection", "duration", "frames", "rejected", "findings"):
         table.add_column(col, justify="right" if col in ("duration", "frames", "rejected") else "left")
-    colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta", "not started": "red"}
+    colors = {"completed": "green", "failed": "red", "interrupted": "yellow", "outcome unknown": "magenta", "not started": "red",
+              "recording incomplete": "bold yellow"}
     for r in rows:
         c = colors.get(r["status"], "")
         findings = " ".join(f"{n}{k[0]}" for k, n in (("error", r["errors"]), ("warning", r["warnings"]), ("info", r["infos"])) if n) or "-"

@@ -251,7 +251,7 @@ def _check_target(db: Path) -> None:
 
 
 def _remove_trace(db: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", "-reserve"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(db) + suffix)
 

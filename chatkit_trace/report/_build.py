@@ -110,10 +110,10 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _display_status(status: str | None, connection: str | None) -> str:
+def _display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
     from ..viewer.data import display_status
 
-    return display_status(status, connection)
+    return display_status(status, connection, codes)
 
 
 # ----------------------------------------------------------------------------- a session
@@ -215,7 +215,9 @@ def _outcome(run: Any, view: Any) -> str:
     reason = getattr(view, "interrupt_reason", None) if view is not None else None
     if reason:
         parts.append(str(reason))
-    if status == "outcome unknown":
+    if status == "recording incomplete":
+        parts.append("the recorder lost part of it (CK702, CK703): it cannot be judged")
+    elif status == "outcome unknown":
         parts.append("the stream ended without a conclusion")
     elif status == "not started":
         parts.append("the Core never started it")
@@ -374,6 +376,9 @@ class _Builder:
         by_index = {e.index: e for e in exchanges}
         out = []
         known = set()
+        codes: dict[tuple[str | None, str | None], set[str]] = {}
+        for finding in found:
+            codes.setdefault((finding.session_id, finding.run_id), set()).add(finding.code)
         for sid, s in rep.sessions.items():
             for view in s.run_views():
                 rec = s.runs.get(view.id)
@@ -383,7 +388,8 @@ class _Builder:
                 # the user's wait: from the run's request to the end they saw (decisions.md 278)
                 first_at, last_at = wait_span([by_index[e] for e in exs if e in by_index], times, reader_stops(rep, exs))
                 info = RunInfo(
-                    sid, view.id, _display_status(view.status, view.connection), view.origin, view.connection, view.phase,
+                    sid, view.id, _display_status(view.status, view.connection, codes.get((sid, view.id), ())), view.origin,
+                    view.connection, view.phase,
                     (last_at - first_at) if first_at is not None and last_at is not None else None,
                     len(times), facts, rejected, exchanges=exs,
                     settled_by=rec.settled_by if rec else None, settled_at=rec.settled_at if rec else None,

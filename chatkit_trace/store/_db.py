@@ -478,6 +478,24 @@ class TraceStore:
     def exchange_count(self) -> int:
         return self.db["exchanges"].count
 
+    def mark_unfinished(self, first: int, gap: Mapping[str, Any]) -> dict[str | None, int]:
+        """A recorder's writer died: every exchange from index ``first`` on
+        that has no end yet gets ``gap`` in ``notes.gaps`` (``notes.incomplete``)
+        and ``end = 'open'`` (still streaming when its recording stopped), in
+        the open transaction; the sessions they belong to (for the deriver's
+        queue)."""
+        rows = self.db.execute(
+            'SELECT id, session_id, notes FROM exchanges WHERE id >= ? AND ended_at IS NULL AND "end" IS NULL', [first]
+        ).fetchall()
+        touched: dict[str | None, int] = {}
+        for index, session_id, raw in rows:
+            notes = json.loads(raw) if raw else {}
+            notes.setdefault("gaps", []).append(dict(gap))
+            notes["incomplete"] = True
+            self.db.execute('UPDATE exchanges SET notes = ?, "end" = ? WHERE id = ?', [_dumps(notes), "open", index])
+            touched[session_id] = 0
+        return touched
+
     def counts_from(self, first: int) -> dict[str, int]:
         """What the exchanges from index ``first`` on hold (one recording's
         share of a file several recordings appended to): ``exchanges``,

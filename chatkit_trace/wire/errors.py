@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from ..core import ChatkitTraceError
 
-__all__ = ["DecodeError", "DecodeErrorKind", "WireDecodeError", "excerpt_at"]
+__all__ = ["DecodeError", "DecodeErrorKind", "WireDecodeError", "excerpt_at", "line_too_long"]
 
 
 class DecodeErrorKind(StrEnum):
@@ -154,6 +154,22 @@ class WireDecodeError(ChatkitTraceError, ValueError):
 
     def __reduce__(self) -> tuple[type[WireDecodeError], tuple[DecodeError]]:
         return (WireDecodeError, (self.error,))
+
+
+def line_too_long(start: int, end: int, head: bytes, limit: int, sha256: str, name: str | None = None) -> DecodeError:
+    """The ``line-too-long`` error of a line the recorder did not keep: its
+    ``end - start`` bytes are over ``limit``; the frame keeps its first bytes
+    (``head``, the excerpt), its length and its SHA-256 (of the line as sent,
+    line end excluded), in the message: ``sha256:<hex>``."""
+    field = f" (field {name!r})" if name is not None else ""
+    return DecodeError(
+        DecodeErrorKind.LINE_TOO_LONG,
+        f"a {end - start}-byte line{field} is over the recorder's {limit}-byte limit: kept as its first "
+        f"{len(head)} bytes, its length and sha256:{sha256}; not decoded",
+        start,
+        end,
+        excerpt_at(head, 0),
+    )
 
 
 _ESCAPES = {i: f"\\x{i:02x}" for i in range(32)} | {9: "\\t", 10: "\\n", 13: "\\r", 127: "\\x7f"}

@@ -21,6 +21,7 @@ and analyzers use the cutoff to know which ones chatkit would have decoded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any, Final
@@ -28,7 +29,7 @@ from typing import Any, Final
 import msgspec
 import msgspec.structs
 
-from .errors import DecodeError, DecodeErrorKind, WireDecodeError, excerpt_at
+from .errors import DecodeError, DecodeErrorKind, WireDecodeError, excerpt_at, line_too_long
 from .sse import DEFAULT_MAX_LINE, SSEEvent
 
 __all__ = [
@@ -517,7 +518,7 @@ class NDJSONSplitter:
         self._head = min(64, max_line + 1)  # bytes kept of a dropped line
         self._buf = bytearray()
         self._pos = 0  # offset just after the last byte fed
-        self._skip: tuple[int, bytes] | None = None  # (start, head) of a dropped line
+        self._skip: tuple[int, bytes, Any] | None = None  # (start, head, sha256 so far) of a dropped line
 
     def feed(self, chunk: bytes | bytearray | memoryview, at: float) -> list[Frame]:
         """Consume ``chunk``; return the frames of the lines it completes."""
@@ -551,7 +552,7 @@ class NDJSONSplitter:
         """End of body: the last line, even without its LF."""
         out: list[Frame] = []
         if self._skip is not None:
-            self._dropped(self._skip[0], self._pos, self._skip[1], at, out)
+            self._dropped(self._skip[0], self._pos, self._skip[1], at, out, self._skip[2].hexdigest())
             self._skip = None
         if self._buf:
             line = bytes(self._buf)
@@ -560,23 +561,25 @@ class NDJSONSplitter:
         return out
 
     def _start_skip(self) -> None:
-        self._skip = (self._pos - len(self._buf), bytes(self._buf[: self._head]))
+        self._skip = (self._pos - len(self._buf), bytes(self._buf[: self._head]), hashlib.sha256(self._buf))
         self._buf = bytearray()
 
     def _skip_line(self, chunk: bytes, at: float, out: list[Frame]) -> bytes:
+        assert self._skip is not None
         i = chunk.find(b"\n")
         if i < 0:
+            self._skip[2].update(chunk)
             self._pos += len(chunk)
             return b""
-        assert self._skip is not None
-        self._dropped(self._skip[0], self._pos + i, self._skip[1], at, out)
+        self._skip[2].update(chunk[:i])
+        self._dropped(self._skip[0], self._pos + i, self._skip[1], at, out, self._skip[2].hexdigest())
         self._skip = None
         self._pos += i + 1
         return chunk[i + 1 :]
 
     def _line(self, line: bytes, start: int, at: float, out: list[Frame]) -> None:
         if len(line) > self.max_line:  # measured with a CR, as the buffer is
-            self._dropped(start, start + len(line), line[: self._head], at, out)
+            self._dropped(start, start + len(line), line[: self._head], at, out, hashlib.sha256(line).hexdigest())
             return
         if line.endswith(b"\r"):
             line = line[:-1]
@@ -585,15 +588,8 @@ class NDJSONSplitter:
         text, error = _decode_text(line, start)
         out.append(self._frame(text, start, start + len(line), at, error))
 
-    def _dropped(self, start: int, end: int, head: bytes, at: float, out: list[Frame]) -> None:
-        error = DecodeError(
-            DecodeErrorKind.LINE_TOO_LONG,
-            f"a {end - start}-byte line exceeds the {self.max_line}-byte limit and was dropped",
-            start,
-            end,
-            excerpt_at(head, 0),
-        )
-        out.append(self._frame(None, start, end, at, error))
+    def _dropped(self, start: int, end: int, head: bytes, at: float, out: list[Frame], sha256: str) -> None:
+        out.append(self._frame(None, start, end, at, line_too_long(start, end, head, self.max_line, sha256)))
 
     def _frame(
         self, text: str | None, start: int, end: int, at: float, error: DecodeError | None

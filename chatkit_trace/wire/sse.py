@@ -44,10 +44,11 @@ do not depend on how the stream was chunked.
 
 Limits
 ------
-A line longer than ``max_line`` bytes (default 16 MiB) is dropped as soon as
+A line longer than ``max_line`` bytes (default 64 MiB) is dropped as soon as
 it crosses the limit (memory stays bounded by about ``max_line`` plus one
-chunk) and reported as ``line-too-long`` on the event it belonged to; the
-parser resynchronises at the next line end.
+chunk) and reported as ``line-too-long`` on the event it belonged to, with
+its length and the SHA-256 of all its bytes (hashed as they pass); the
+parser resynchronises at the next line end and decodes what follows.
 
 SPEC: R2.8 (the ``event`` field and the outer ``id``), R11.7 (only the SSE
 ``id`` enables deduplication), R2.5 (what happens after a decode error is
@@ -56,13 +57,15 @@ decided by :func:`chatkit_trace.wire.frames.reader_cutoff`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
+from typing import Any
 
-from .errors import DecodeError, DecodeErrorKind, excerpt_at
+from .errors import DecodeError, DecodeErrorKind, excerpt_at, line_too_long
 
 __all__ = ["DEFAULT_MAX_LINE", "SSEEvent", "SSEParser", "parse_sse"]
 
-DEFAULT_MAX_LINE = 16 * 1024 * 1024
+DEFAULT_MAX_LINE = 64 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _HEAD = 64  # bytes of a dropped line kept to name its field
 
@@ -159,7 +162,7 @@ class SSEParser:
         self._cr = False  # the last chunk ended in CR: skip one leading LF
         self._cr_kept = False  # ... and that CR ended a line kept in _b_lines
         self._bom: bytes | None = b""  # BOM prefix seen so far; None once decided
-        self._skip: tuple[int, bytes] | None = None  # (start, head) of a dropped line
+        self._skip: tuple[int, bytes, Any] | None = None  # (start, head, sha256 so far) of a dropped line
         self._closed = False
         self._types: dict[bytes, str] = {}
         self._reset_block()
@@ -213,7 +216,7 @@ class SSEParser:
             self._pos += len(self._bom)
         self._bom = None
         if self._skip is not None:
-            self._drop_line(self._skip[0], self._pos, self._skip[1])
+            self._drop_line(self._skip[0], self._pos, self._skip[1], self._skip[2].hexdigest())
             self._skip = None
         if self._tail:
             tail = bytes(self._tail)
@@ -238,12 +241,14 @@ class SSEParser:
 
     def _skip_line(self, chunk: bytes) -> bytes:
         """Discard the rest of an over-long line; return what follows its end."""
+        assert self._skip is not None
         i = _first_line_end(chunk)
         if i < 0:
+            self._skip[2].update(chunk)
             self._pos += len(chunk)
             return b""
-        assert self._skip is not None
-        self._drop_line(self._skip[0], self._pos + i, self._skip[1])
+        self._skip[2].update(chunk[:i])
+        self._drop_line(self._skip[0], self._pos + i, self._skip[1], self._skip[2].hexdigest())
         self._skip = None
         j = i + 1
         if chunk[i] == 13:
@@ -320,7 +325,7 @@ class SSEParser:
 
     def _start_skip(self) -> None:
         """The pending line crossed ``max_line``: drop it, keep only its head."""
-        self._skip = (self._pos - len(self._tail), bytes(self._tail[: self._head]))
+        self._skip = (self._pos - len(self._tail), bytes(self._tail[: self._head]), hashlib.sha256(self._tail))
         self._tail = bytearray()
 
     # -- lines --------------------------------------------------------------
@@ -343,7 +348,7 @@ class SSEParser:
                     self._dispatch(pos, out)
                     b_lines, b_data, b_offsets = self._b_lines, self._b_data, self._b_offsets
             elif n > max_line and len(content) > max_line:
-                self._drop_line(pos, pos + len(content), content[: self._head])
+                self._drop_line(pos, pos + len(content), content[: self._head], hashlib.sha256(content).hexdigest())
             else:
                 if self._b_start is None:
                     self._b_start = pos
@@ -388,23 +393,14 @@ class SSEParser:
             self._note(_invalid_utf8(value, exc, at + exc.start, at + exc.end))
             return value.decode("utf-8", "replace")
 
-    def _drop_line(self, start: int, end: int, head: bytes) -> None:
+    def _drop_line(self, start: int, end: int, head: bytes, sha256: str) -> None:
         if self._b_start is None:
             self._b_start = start
         self._b_fields = True
         if head.startswith(b"data:"):
             self._b_lost_data = True
         name = head.split(b":", 1)[0][:32].decode("utf-8", "replace")
-        self._note(
-            DecodeError(
-                DecodeErrorKind.LINE_TOO_LONG,
-                f"a {end - start}-byte line (field {name!r}) exceeds the "
-                f"{self.max_line}-byte limit and was dropped",
-                start,
-                end,
-                excerpt_at(head, 0),
-            )
-        )
+        self._note(line_too_long(start, end, head, self.max_line, sha256, name))
 
     def _note(self, error: DecodeError) -> None:
         """Keep the block's worst error: content lost first, then the earliest."""

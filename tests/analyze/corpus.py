@@ -9,7 +9,8 @@ A case::
          "sse": [{"id": "e0", "data": {...}}, {"data": "[DONE]"}, {"raw": "data: {x\\n\\n"}]},
         {"capability": "history", "session": "s1", "t": 5, "json": {...}}],
      (an exchange's ``identity`` is what its profile route recorded, e.g.
-      ``{"stop": "close"}``)
+      ``{"stop": "close"}``; ``notes`` are the recorder's notes, e.g. its
+      ``gaps``; ``max_line`` is the recorder's longest line)
      "expect": ["CK101"], "decisive": {"CK101": "0:4"}}
 
 ``sse`` items become real SSE bytes parsed by the wire layer; ``at`` on an
@@ -67,8 +68,9 @@ def build_exchange(index: int, spec: dict[str, Any]) -> Exchange:
         target_run_id=spec.get("target"),
         notes={"identity": spec["identity"]} if "identity" in spec else {},
     )
+    ex.notes.update(spec.get("notes") or {})  # the recorder's marks (its gaps: CK702)
     if "sse" in spec:
-        parser = SSEParser()
+        parser = SSEParser(max_line=int(spec.get("max_line", 64 * 1024 * 1024)))  # the recorder's limit (CK703)
         frames = []
         at = t + spacing
         for item in spec["sse"]:

@@ -42,18 +42,22 @@ def tiny_disk(where: Path, size: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-def fill(disk: Path, leave: int) -> Path:
-    """Fill ``disk`` with one file until ``leave`` bytes are free; the file."""
+def fill(disk: Path, leave: int, name: str = "filler") -> Path:
+    """Fill ``disk`` with one new file until ``leave`` bytes are free; the file."""
     st = os.statvfs(disk)
     free = st.f_bavail * st.f_frsize
-    filler = disk / "filler"
+    filler = disk / name
     with open(filler, "wb") as f:
         left = max(0, free - leave)
         chunk = b"\0" * (1 << 20)
-        while left > 0:
-            n = min(left, len(chunk))
-            f.write(chunk[:n])
-            left -= n
+        try:
+            while left > 0:
+                n = min(left, len(chunk))
+                f.write(chunk[:n])
+                f.flush()
+                left -= n
+        except OSError:
+            pass  # full already: the recorder took some of it meanwhile
     return filler
 
 

@@ -372,3 +372,16 @@ def test_text_colours_keep_their_contrast_in_light_and_dark() -> None:
                 assert ratio(scheme[text], scheme[back]) >= 4.5, (text, back, scheme[text], scheme[back])
         for text in ("sel-fg", "err", "muted"):
             assert ratio(scheme[text], scheme["sel"]) >= 4.5, (text, "sel")
+
+
+def test_a_run_the_recorder_lost_part_of_says_recording_incomplete(tmp_path: Path) -> None:
+    """CK702 (a gap the recorder marked) and CK703 (an event over its limit):
+    the run's status is "recording incomplete", as `chatkit-trace runs` and the
+    viewer say, and the gap's finding is on the run."""
+    trace = combined_trace(tmp_path / "combined.db", ["CK702", "CK703", "clean-myproto"])
+    idx = index(make_report(trace).read_text("utf-8"))
+    runs = {(r["s"], r["r"]): r for r in idx["runs"]}
+    assert runs[("ck702", "r1")]["st"] == "recording incomplete" and runs[("ck702", "r1")]["codes"] == ["CK702"]
+    assert runs[("ck703", "r1")]["st"] == "recording incomplete" and runs[("ck703", "r1")]["codes"] == ["CK703"]
+    assert runs[("clean-myproto", "r1")]["st"] == "completed"
+    assert "the recorder lost part of it" in runs[("ck702", "r1")]["out"]

@@ -156,3 +156,12 @@ def test_what_checkpoints_refer_to_is_freed_with_their_replayer(tmp_path):
     gc.collect()
     assert all(r() is None for r in lazy)
     assert table not in _TABLES
+
+
+@pytest.mark.parametrize("name", ["CK702", "CK702-queue", "CK703"])
+def test_a_run_the_recorder_lost_part_of_is_recording_incomplete(tmp_path, name):
+    """The viewer's run list says what `chatkit-trace runs` says (CK702, CK703)."""
+    data = TraceData(corpus_trace(tmp_path, name, check=True))
+    [run] = data.runs()
+    assert run.status == "recording incomplete", run
+    assert set(run.codes) == {name.split("-")[0]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -295,6 +296,10 @@ def test_ndjson_long_line_dropped_and_resynced() -> None:
         assert dropped.text is None
         assert dropped.error is not None and dropped.error.kind == DecodeErrorKind.LINE_TOO_LONG
         assert (dropped.start, dropped.end) == (9, 9 + 101)
+        # its length and the SHA-256 of the line as sent (a CR before the LF included)
+        digest = hashlib.sha256(b"x" * 100 + b"\r").hexdigest()
+        assert "a 101-byte line is over the recorder's 50-byte limit" in dropped.error.message
+        assert f"sha256:{digest}" in dropped.error.message
 
 
 def test_ndjson_long_last_line() -> None:

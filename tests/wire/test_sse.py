@@ -377,6 +377,25 @@ def test_line_too_long_is_dropped_and_the_stream_resyncs() -> None:
         assert not dropped.error.stops_reader
 
 
+def test_a_line_too_long_keeps_its_length_and_sha256_however_it_is_chunked() -> None:
+    """Recorder-side loss is never silent: the dropped line's head, length and
+    SHA-256 (of the line as sent, line end excluded) stay with the event, the
+    same for any chunking; what follows decodes."""
+    import hashlib
+
+    line = b"data: " + bytes(b for b in range(256) if b not in (10, 13)) * 3
+    body = b"data: before\n\n" + line + b"\r\n\ndata: after\n\n"
+    digest = hashlib.sha256(line).hexdigest()
+    for size in (len(body), 64, 7, 1):
+        before, dropped, after = feed_all([body[i : i + size] for i in range(0, len(body), size)], max_line=100)
+        assert (before.data, after.data) == ("before", "after")
+        err = dropped.error
+        assert err is not None and err.kind == DecodeErrorKind.LINE_TOO_LONG
+        assert (err.offset, err.end) == (14, 14 + len(line))
+        assert f"a {len(line)}-byte line (field 'data')" in err.message and f"sha256:{digest}" in err.message
+        assert err.excerpt.startswith("data: ")
+
+
 def test_line_too_long_keeps_the_other_lines_of_its_event() -> None:
     body = b"event: e\n: " + b"c" * 60 + b"\r\ndata: kept\n\n"
     [event] = feed_all([body[:20], body[20:50], body[50:]], max_line=50)
@@ -415,7 +434,7 @@ def test_ten_megabyte_line() -> None:
     assert dropped.error is not None and dropped.error.kind == DecodeErrorKind.LINE_TOO_LONG
     assert (dropped.error.offset, dropped.error.end) == (0, len(payload) + 6)
     assert nxt.data == "next" and nxt.error is None
-    # Under the default 16 MiB limit it is an ordinary event.
+    # Under the default 64 MiB limit it is an ordinary event.
     big, nxt = feed_all(chunks)
     assert big.error is None and big.data == payload.decode()
     assert nxt.data == "next"

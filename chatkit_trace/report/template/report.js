@@ -283,7 +283,7 @@
     const r = RUNS[i];
     if (status) {
       if (status === 'problems') {
-        if (!(r.e || r.rj || r.st === 'failed' || r.st === 'outcome unknown' || r.st === 'not started')) return false;
+        if (!(r.e || r.rj || r.st === 'failed' || r.st === 'outcome unknown' || r.st === 'recording incomplete' || r.st === 'not started')) return false;
       } else if (r.st !== status) return false;
     }
     if (code || sev) {
