@@ -248,7 +248,7 @@ def _judged(db: str, frames: int) -> str:
     line = "findings in the trace: " + ", ".join(f"{n} {s}" for s, n in by.items())
     gaps = sum(1 for f in result.findings if f.code in RECORDING_GAPS)
     if gaps:
-        line += f" ({gaps} of them say the recording itself is incomplete)"
+        line += f"; the recording itself is incomplete ({gaps} × {'/'.join(RECORDING_GAPS)})"
     return line
 
 
