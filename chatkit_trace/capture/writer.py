@@ -631,6 +631,7 @@ class Writer(threading.Thread):
             self._rollback()
             return False
         try:
+            self._scrub()  # as every write: nothing unmasked reaches the file
             store.begin()
             for st in self.flows.values():
                 if st.dirty and st.ex.notes.get("gaps"):

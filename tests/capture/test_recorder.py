@@ -98,15 +98,25 @@ class Harness:
 
 
 @pytest.fixture
-def harness(tmp_path):
+def harness(tmp_path, monkeypatch):
     made: list[Recorder] = []
+    # loading the addon configures it with the defaults first (chatkit_db =
+    # chatkit-trace.db in the working folder): that file lands in tmp_path
+    monkeypatch.chdir(tmp_path)
 
     def make(**options) -> Harness:
         rec = Recorder()
         made.append(rec)
         tctx = taddons.context(rec)
         db = tmp_path / options.pop("db", "t.db")
-        tctx.configure(rec, chatkit_db=str(db), **{"chatkit_profile": "myproto", **options})
+        try:
+            tctx.configure(rec, chatkit_db=str(db), **{"chatkit_profile": "myproto", **options})
+        except Exception:
+            # refused: the recorder keeps the trace it had (the defaults'), as in
+            # mitmproxy; stop it, so the next one may record there (one recorder per file)
+            made.remove(rec)
+            rec.done()
+            raise
         return Harness(rec, tctx, db)
 
     yield make
