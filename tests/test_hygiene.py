@@ -179,3 +179,22 @@ def test_the_store_knows_nothing_of_what_made_its_rows():
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 assert not any(n.startswith("chatkit_trace.") and n.split(".")[1] in forbidden for n in names), path.name
+
+
+def test_every_module_compiles_without_a_syntax_warning():
+    """A SyntaxWarning (an invalid escape in a docstring) is printed on stderr
+    by every process that imports the module the first time, before any byte
+    is cached: a recorder's one-line refusal became three lines in CI."""
+    import warnings
+
+    sources = [p for top in ("chatkit_trace", "tests", "bench") for p in sorted((ROOT / top).rglob("*.py"))]
+    assert len(sources) > 300
+    bad = []
+    for path in sources:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                compile(path.read_text(encoding="utf-8"), str(path), "exec")
+            except SyntaxError as exc:
+                bad.append(f"{path.relative_to(ROOT)}: {exc}")
+    assert bad == []

@@ -1,4 +1,4 @@
-"""A route, as a profile file writes it: which capability an endpoint is and
+r"""A route, as a profile file writes it: which capability an endpoint is and
 where its ids come from (docs/profiles.md).
 
 The pydantic models of one route (:class:`Route`, its id :class:`Source`\ s,
