@@ -25,10 +25,10 @@ from textual.content import Content
 from textual.worker import get_current_worker
 
 from chatkit_trace import tempfiles
+from chatkit_trace.views.analysis import AUTO_LIMIT, analyse
+from chatkit_trace.views.data import FindingInfo, RunInfo, TraceData
 from chatkit_trace.visible import visible
 
-from .analysis import AUTO_LIMIT, analyse
-from .data import FindingInfo, RunInfo, TraceData
 from .idle_gc import IdleCollector
 from .messages import AnalysisDone, AnalysisProgress, TraceChanged
 from .render import esc, markup

@@ -13,7 +13,8 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
-from .data import FindingInfo, RunInfo, row_key
+from chatkit_trace.views.data import FindingInfo, RunInfo, row_key
+
 from .diff import Comparison, cause_sentence, comparisons, describe, limit_sentence, side_by_side
 from .host import ViewerHost
 from .render import esc, markup

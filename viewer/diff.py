@@ -23,8 +23,8 @@ from chatkit_trace.analyze.identity import (
     visible,
 )
 from chatkit_trace.core import RuntimeMessage
+from chatkit_trace.views.data import TraceData
 
-from .data import TraceData
 from .render import TONE_VAR
 
 __all__ = ["Comparison", "cause_sentence", "comparisons", "describe", "limit_sentence", "side_by_side"]
@@ -38,8 +38,7 @@ def comparisons(
     from chatkit_trace.analyze.identity import comparisons as all_comparisons
     from chatkit_trace.analyze.identity import open_comparisons
     from chatkit_trace.derive import derive_exchanges
-
-    from .replay import session_exchanges
+    from chatkit_trace.views.replay import session_exchanges
 
     exchanges = session_exchanges(data, session_id)
     for ex in exchanges:

@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from textual.content import Content
 
-from .data import FindingInfo, RunInfo, TraceData
+from chatkit_trace.views.data import FindingInfo, RunInfo, TraceData
+
 from .idle_gc import IdleCollector
 
 __all__ = ["ViewerHost"]

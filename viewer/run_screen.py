@@ -16,10 +16,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from chatkit_trace.visible import visible
-
-from .ahead import MIN_EVENTS
-from .data import (
+from chatkit_trace.views.ahead import MIN_EVENTS
+from chatkit_trace.views.data import (
     END,
     START,
     FactCell,
@@ -30,6 +28,10 @@ from .data import (
     problem_frames,
     row_key,
 )
+from chatkit_trace.views.replay import Moment, SessionReplayer
+from chatkit_trace.views.timeline import Timeline, build_timeline
+from chatkit_trace.visible import visible
+
 from .host import ViewerHost
 from .messages import MomentReady
 from .render import (
@@ -43,8 +45,6 @@ from .render import (
     snapshot_header,
     sse_block,
 )
-from .replay import Moment, SessionReplayer
-from .timeline import Timeline, build_timeline
 from .widgets import FindingsList, Panel, TimelineView, VirtualList, update_static
 
 __all__ = ["SPEEDS", "RunScreen", "fact_brief"]

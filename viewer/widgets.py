@@ -30,11 +30,11 @@ from textual.visual import Visual, visualize
 from textual.widget import Widget
 from textual.widgets import Static
 
+from chatkit_trace.views.data import LRU, FindingInfo, Row, RunInfo, TraceData
+from chatkit_trace.views.timeline import Timeline
 from chatkit_trace.visible import visible
 
-from .data import LRU, FindingInfo, Row, RunInfo, TraceData
 from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter
-from .timeline import Timeline
 
 __all__ = ["FindingsList", "Panel", "RunsTable", "TimelineView", "VirtualList"]
 

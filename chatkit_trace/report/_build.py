@@ -111,7 +111,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
-    from ..viewer.data import display_status
+    from ..views.data import display_status
 
     return display_status(status, connection, codes)
 
@@ -135,7 +135,7 @@ class _SessionData:
     replay (the viewer answers it from SQLite)."""
 
     def __init__(self, exchanges: Sequence[Exchange], rep: Replay) -> None:
-        from ..viewer.data import ExchangeInfo
+        from ..views.data import ExchangeInfo
 
         self.rep = rep
         self.exchanges = {e.index: e for e in exchanges}
@@ -317,7 +317,7 @@ class _Builder:
             by_run[(f.session_id, f.run_id)].append(f)
         run_blobs = []
         timelines = []
-        from ..viewer.timeline import build_timeline
+        from ..views.timeline import build_timeline
 
         for k, (info, row) in enumerate(runs):
             refs = [r for f in by_run.get((info.session_id, info.run_id), []) for r in f.frames]
@@ -363,7 +363,7 @@ class _Builder:
     # -- runs ---------------------------------------------------------------------------
 
     def _runs(self, session_id: str, rep: Replay, exchanges: Sequence[Exchange], found: list[Finding]) -> list[tuple[Any, dict[str, Any]]]:
-        from ..viewer.data import RunInfo
+        from ..views.data import RunInfo
 
         frames_per_run: dict[tuple[str | None, str | None], list[float]] = defaultdict(list)
         for fr in rep.frames:

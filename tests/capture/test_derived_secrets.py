@@ -102,7 +102,7 @@ def test_a_split_secret_is_in_no_file_recorded_or_written_from_the_recording(har
     assert main(["check", trace, "--format", "junit", "-o", str(out / "c.xml")]) in (0, 1)
     assert main(["check", trace, "--html", str(out / "r.html"), "-o", str(out / "c.txt")]) in (0, 1)
     assert main(["export", trace, "-s", "s0", "-o", str(out / "s0.chatkit.json")]) == 0
-    from chatkit_trace.viewer.analysis import analyse
+    from chatkit_trace.views.analysis import analyse
 
     result = analyse(trace)
     assert result is not None and result.derived_path is not None

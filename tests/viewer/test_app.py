@@ -392,8 +392,8 @@ async def test_missing_trace_is_one_line_exit_2(tmp_path, capsys):
 
 @pytest.mark.parametrize("write_back", [True, False])
 def test_analysis_writes_back_or_to_a_side_database(traces, tmp_path, write_back):
-    from chatkit_trace.viewer.analysis import analyse
-    from chatkit_trace.viewer.data import TraceData
+    from chatkit_trace.views.analysis import analyse
+    from chatkit_trace.views.data import TraceData
 
     path = traces("CK105")
     steps: list[tuple[str, float | None]] = []
@@ -493,7 +493,7 @@ async def test_a_wrong_profile_recording_opens_with_the_right_profile(tmp_path):
 
 
 def test_a_cancelled_analysis_stops_after_a_session_and_leaves_no_side_database(tmp_path):
-    from chatkit_trace.viewer.analysis import analyse
+    from chatkit_trace.views.analysis import analyse
 
     from ..derive.test_engine import _several_sessions
 

@@ -8,9 +8,9 @@ import pytest
 
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
-from chatkit_trace.viewer.data import START, TraceData, parse_ref, row_key
-from chatkit_trace.viewer.replay import SessionReplayer
-from chatkit_trace.viewer.timeline import build_timeline
+from chatkit_trace.views.data import START, TraceData, parse_ref, row_key
+from chatkit_trace.views.replay import SessionReplayer
+from chatkit_trace.views.timeline import build_timeline
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace, long_trace
@@ -134,7 +134,7 @@ def test_what_checkpoints_refer_to_is_freed_with_their_replayer(tmp_path):
     import gc
     import weakref
 
-    from chatkit_trace.viewer.replay import _TABLES, _LazyFrames
+    from chatkit_trace.views.replay import _TABLES, _LazyFrames
 
     path = corpus_trace(tmp_path, "CK201")
     loaded = open_trace(path)

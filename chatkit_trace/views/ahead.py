@@ -147,7 +147,7 @@ def _child(out: Any, path: str, profile: str | None, session: str, horizon: Any,
 class Ahead:
     """A child process replaying one session ahead; its states land in ``receive``.
 
-    A plain subprocess (``python -m chatkit_trace.viewer.ahead FD``): its
+    A plain subprocess (``python -m chatkit_trace.views.ahead FD``): its
     arguments arrive pickled on stdin, its states leave length-prefixed on a
     pipe of their own (stdout and stderr stay out of the screen's way)."""
 
@@ -164,7 +164,7 @@ class Ahead:
         r, w = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "chatkit_trace.viewer.ahead", str(w)],
+                [sys.executable, "-m", "chatkit_trace.views.ahead", str(w)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
