@@ -46,6 +46,8 @@ from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import Frame
 
+from ._portable import PortablePickler, PortableUnpickler
+from .ahead import Ahead
 from .data import DEFAULT_SESSION, END, LRU, START, TraceData
 
 __all__ = ["Key", "Moment", "SessionReplayer"]
@@ -261,7 +263,7 @@ class SessionReplayer:
         #: states a child process replayed ahead (:mod:`.ahead`), in replay order
         self.remote: list[tuple[Key | None, int, bytes]] = []
         self._remote_bytes = 0
-        self.ahead: Any = None
+        self.ahead: Ahead | None = None
         #: the earliest moment a restore's replay kept, ``(key, position)``: the
         #: events before it were not replayed since (:meth:`fill_behind`)
         self.edge: tuple[Key, int] | None = None
@@ -295,15 +297,11 @@ class SessionReplayer:
         return {"adapter": self.adapter, "protocol": self.adapter.protocol, "data": self.data}
 
     def portable_dump(self, rp: Replayer) -> bytes:
-        from .ahead import PortablePickler
-
         buf = io.BytesIO()
         PortablePickler(buf, self._named(), _LazyFrames).dump(rp)
         return buf.getvalue()
 
     def portable_load(self, blob: bytes) -> Replayer:
-        from .ahead import PortableUnpickler
-
         return PortableUnpickler(io.BytesIO(blob), self._named(), lambda e: _LazyFrames(self.data, e)).load()
 
     def add_remote(self, key: Key | None, position: int, blob: bytes) -> None:
@@ -317,8 +315,6 @@ class SessionReplayer:
 
     def start_ahead(self, path: str, profile: str | None, every: int = 4096) -> None:
         """Replay this session ahead in a child process (long sessions: see :mod:`.ahead`)."""
-        from .ahead import Ahead
-
         expect = (type(self.adapter).__qualname__, self.capabilities)
         self.ahead = Ahead(path, profile, self.session_key, self.horizon, every, expect, self.add_remote)
 
