@@ -14,8 +14,9 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from chatkit_trace.views.data import FindingInfo, RunInfo, row_key
+from chatkit_trace.views.diff import Comparison, cause_sentence, comparisons, describe, limit_sentence
 
-from .diff import Comparison, cause_sentence, comparisons, describe, limit_sentence, side_by_side
+from .diff import side_by_side
 from .host import ViewerHost
 from .render import esc, markup
 

@@ -552,7 +552,7 @@ class _Builder:
         the viewer's comparison (``analyze.identity.comparisons``), their
         cells and sentences."""
         from ..analyze.identity import cause_sentence, comparisons, describe, limit_sentence
-        from ..viewer.diff import _cells
+        from ..views.diff import message_cells
 
         ctx = Context(rep, {e.index: e for e in exchanges}, self.adapter)
         out = []
@@ -565,7 +565,7 @@ class _Builder:
                     "label": c.baseline,
                     "title": c.title,
                     "rows": [
-                        [_cells(p.live, p.history, "(missing)", c), _cells(p.history, p.live, "(missing)", c, live=False)]
+                        [message_cells(p.live, p.history, "(missing)", c), message_cells(p.history, p.live, "(missing)", c, live=False)]
                         for p in c.pairs
                     ],
                     "diffs": [describe(d) for d in c.diffs],

@@ -382,10 +382,10 @@ def test_diff_viewer_and_report_mark_only_what_the_comparison_counts():
     """ids history cannot carry (CK207) and tool fields the live stream could
     not carry (CK306/CK307) are not marked as differences; a real one is."""
     from chatkit_trace.cli.diff import _rows
-    from viewer.diff import _cells
+    from chatkit_trace.views.diff import message_cells
 
     def marked(c):
-        cells = [t for p in c.pairs for t in (_cells(p.live, p.history, "-", c) + _cells(p.history, p.live, "-", c, live=False))]
+        cells = [t for p in c.pairs for t in (message_cells(p.live, p.history, "-", c) + message_cells(p.history, p.live, "-", c, live=False))]
         return any(d for _, _, d in _rows(c, None)), any(tone == "error" for _, tone in cells)
 
     for c in corpus_comps("CK207-hermes") + comps(hermes_runs_tool_calls(), "hermes"):
