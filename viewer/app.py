@@ -25,8 +25,8 @@ from textual.content import Content
 from textual.worker import get_current_worker
 
 from chatkit_trace import tempfiles
+from chatkit_trace.views import FindingInfo, RunInfo, TraceData
 from chatkit_trace.views.analysis import AUTO_LIMIT, analyse
-from chatkit_trace.views.data import FindingInfo, RunInfo, TraceData
 from chatkit_trace.visible import visible
 
 from .idle_gc import IdleCollector

@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
-from chatkit_trace.views.data import FindingInfo, RunInfo, row_key
+from chatkit_trace.views import FindingInfo, RunInfo, row_key
 from chatkit_trace.views.diff import Comparison, cause_sentence, comparisons, describe, limit_sentence
 
 from .diff import side_by_side

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from textual.content import Content
 
-from chatkit_trace.views.data import FindingInfo, RunInfo, TraceData
+from chatkit_trace.views import FindingInfo, RunInfo, TraceData
 
 from .idle_gc import IdleCollector
 

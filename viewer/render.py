@@ -27,7 +27,7 @@ from chatkit_trace.core import (
     get_tool_call_status,
     thaw,
 )
-from chatkit_trace.views.data import END, START, Row
+from chatkit_trace.views import END, START, Row
 from chatkit_trace.visible import visible
 
 __all__ = [
@@ -267,7 +267,7 @@ def run_line(view: RunView | None, run_id: str) -> str:
         # not in the UI's snapshot: not started yet, or a refresh that does not
         # name the settled run dropped it with its messages (decisions.md 272)
         return f"[b]run {esc(run_id)}[/b] [$text-muted]not shown: not started yet, or a history read dropped it[/]"
-    from chatkit_trace.views.data import display_status
+    from chatkit_trace.views import display_status
 
     status = display_status(view.status, view.connection)
     tone = TONE_VAR.get(STATUS_TONE.get(status, ""), "")
@@ -379,7 +379,7 @@ def snapshot_header(snap: Snapshot | None, run_id: str) -> Content:
     lines = [run_line(snap.run(run_id), run_id)]
     others = [r for r in snap.runs if r.id != run_id]
     if others:
-        from chatkit_trace.views.data import display_status
+        from chatkit_trace.views import display_status
 
         shown = ", ".join(
             f"{esc(r.id)} {esc(display_status(r.status, r.connection))}" for r in others[-4:]

@@ -16,20 +16,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from chatkit_trace.views import END, START, FactCell, FindingInfo, Row, RunInfo, Timeline, build_timeline, parse_ref, row_key
 from chatkit_trace.views.ahead import MIN_EVENTS
-from chatkit_trace.views.data import (
-    END,
-    START,
-    FactCell,
-    FindingInfo,
-    Row,
-    RunInfo,
-    parse_ref,
-    problem_frames,
-    row_key,
-)
+from chatkit_trace.views.data import problem_frames
 from chatkit_trace.views.replay import Moment, SessionReplayer
-from chatkit_trace.views.timeline import Timeline, build_timeline
 from chatkit_trace.visible import visible
 
 from .host import ViewerHost

@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from chatkit_trace.views.data import FindingInfo, RunInfo
+from chatkit_trace.views import FindingInfo, RunInfo
 
 from .host import ViewerHost
 from .messages import SearchDone

@@ -30,8 +30,7 @@ from textual.visual import Visual, visualize
 from textual.widget import Widget
 from textual.widgets import Static
 
-from chatkit_trace.views.data import LRU, FindingInfo, Row, RunInfo, TraceData
-from chatkit_trace.views.timeline import Timeline
+from chatkit_trace.views import LRU, FindingInfo, Row, RunInfo, Timeline, TraceData
 from chatkit_trace.visible import visible
 
 from .render import SEVERITY_TONE, STATUS_TONE, Cell, facts_cells, frame_cells, severity_letter

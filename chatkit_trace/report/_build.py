@@ -11,11 +11,12 @@ away, ``prepare`` scrubs message text (``--scrub-text``, as ``export``
 does).  One session is in memory at a time, as in ``check``; what stays
 for the whole trace is one line per run and the findings.
 
-What the page shows is computed by the code the viewer and ``diff`` use:
-the run list's status (``display_status``), a run's timeline
-(``viewer.timeline.build_timeline``, answered from the replay instead of
-SQLite), the comparisons behind CK201 (``analyze.identity``) and the
-viewer's side-by-side cells (``viewer.diff``).
+What the page shows is computed by the view model the viewer reads
+(:mod:`chatkit_trace.views`): the run list's status (``display_status``), a
+run's timeline (``build_timeline``, answered from the session's replay,
+:class:`~chatkit_trace.views.ReplaySource`, instead of SQLite), the
+comparisons behind CK201 (``analyze.identity``) and a message's cells
+(``views.diff.message_cells``).
 """
 
 from __future__ import annotations
@@ -26,29 +27,24 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..analyze import CATALOGUE, Finding, Options, severity_rank
 from ..analyze._context import Context
 from ..derive import Deriver, SessionDerivation, fact_summary, reader_stops, wait_span
 from ..errors import ReportError
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
-from ..trace import Exchange, replay_order, run_status
+from ..trace import Exchange, run_status
+from ..views import END, START, ReplaySource, RunInfo, build_timeline, display_status
 from ..wire import Frame, replace_frame
 from ._html import HtmlWriter
 from ._rules import rule_text
 from ._snapshot import SnapshotDiffer
 
 __all__ = ["ReportError", "ReportResult", "write_report"]
-
-#: Frame index of an exchange's request row and of its end-of-stream row (as the viewer's).
-START = -1
-END = 1 << 30
-
 
 @dataclass
 class ReportResult:
@@ -110,12 +106,6 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
-    from ..views.data import display_status
-
-    return display_status(status, connection, codes)
-
-
 # ----------------------------------------------------------------------------- a session
 
 
@@ -128,63 +118,6 @@ class _Event:
     record: Any  # FrameRecord
     ops: list[Any] | None
     version: int
-
-
-class _SessionData:
-    """What ``viewer.timeline.build_timeline`` reads, answered from one session's
-    replay (the viewer answers it from SQLite)."""
-
-    def __init__(self, exchanges: Sequence[Exchange], rep: Replay) -> None:
-        from ..views.data import ExchangeInfo
-
-        self.rep = rep
-        self.exchanges = {e.index: e for e in exchanges}
-        # run ids as the replay left them (it writes those it found in the events onto the exchange)
-        self.infos = {
-            e.index: ExchangeInfo(
-                e.index, e.capability, e.session_id, e.run_id, e.method or "GET", urlsplit(e.url or "").path or "/",
-                e.status, e.started_at or 0.0, e.ended_at, e.transport, e.end, e.error, e.resume_cursor, e.target_run_id,
-            )
-            for e in exchanges
-        }
-
-    def session_exchanges(self, session_id: str) -> list[Any]:
-        out = [
-            i for i in self.infos.values()
-            if i.capability is not None and (i.session_id == session_id or (session_id == DEFAULT_SESSION and i.session_id is None)
-                                             or self._carries(i.index, session_id))
-        ]
-        return sorted(out, key=replay_order)
-
-    def _carries(self, index: int, session_id: str) -> bool:
-        """A socket several sessions share that carried frames of ``session_id`` (the viewer's ``shared_sockets``)."""
-        rec = self.rep.exchanges.get(index)
-        return rec is not None and rec.exchange.capability == "subscribe" and any(fr.session_id == session_id for fr in rec.frames)
-
-    def exchange(self, index: int) -> Any:
-        return self.infos.get(index)
-
-    def routed_frames(self, sid: str, rid: str, exchanges: list[int]) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {}
-        for e in exchanges:
-            rec = self.rep.exchanges.get(e)
-            out[e] = {fr.frame_index for fr in (rec.frames if rec else []) if fr.session_id == sid and fr.run_id == rid}
-        return out
-
-    def frame_keys(self, ex: Any, only: set[int] | None = None) -> Iterator[tuple[tuple[float, int, int, int], int]]:
-        s = ex.started_at
-        frames = self.exchanges[ex.index].frames if ex.index in self.exchanges else []
-        keys = sorted(((max(f.at, s) if f.at else s), f.index) for f in frames if only is None or f.index in only)
-        for t, idx in keys:
-            yield (t, ex.index, 1, idx), idx
-
-    def end_key(self, ex: Any) -> tuple[float, int, int, int]:
-        frames = self.exchanges[ex.index].frames if ex.index in self.exchanges else []
-        last = ex.started_at
-        for f in frames:
-            if f.at:
-                last = max(last, f.at)
-        return (max(ex.ended_at or last, last), ex.index, 2, END)
 
 
 def _parse_ref(ref: str) -> tuple[int, int] | None:
@@ -309,7 +242,7 @@ class _Builder:
         blob = len(self.blobs)
         t0 = events[0].t if events else min(e.started_at for e in exchanges)
         self.t_min = t0 if self.t_min is None else min(self.t_min, t0)
-        data = _SessionData(exchanges, rep)
+        data = ReplaySource(exchanges, rep)
         position = {(e.ex, e.idx): k for k, e in enumerate(events)}
         runs = self._runs(session_id, rep, exchanges, found)
         by_run: dict[tuple[str | None, str | None], list[Finding]] = defaultdict(list)
@@ -317,11 +250,9 @@ class _Builder:
             by_run[(f.session_id, f.run_id)].append(f)
         run_blobs = []
         timelines = []
-        from ..views.timeline import build_timeline
-
         for k, (info, row) in enumerate(runs):
             refs = [r for f in by_run.get((info.session_id, info.run_id), []) for r in f.frames]
-            tl = build_timeline(data, info, refs)  # type: ignore[arg-type]
+            tl = build_timeline(data, info, refs)
             rows = []
             for _, ex, first, count in tl.pieces(0, len(tl)):
                 if first in (START, END):
@@ -363,8 +294,6 @@ class _Builder:
     # -- runs ---------------------------------------------------------------------------
 
     def _runs(self, session_id: str, rep: Replay, exchanges: Sequence[Exchange], found: list[Finding]) -> list[tuple[Any, dict[str, Any]]]:
-        from ..views.data import RunInfo
-
         frames_per_run: dict[tuple[str | None, str | None], list[float]] = defaultdict(list)
         for fr in rep.frames:
             frames_per_run[(fr.session_id, fr.run_id)].append(fr.at)
@@ -388,7 +317,7 @@ class _Builder:
                 # the user's wait: from the run's request to the end they saw (decisions.md 278)
                 first_at, last_at = wait_span([by_index[e] for e in exs if e in by_index], times, reader_stops(rep, exs))
                 info = RunInfo(
-                    sid, view.id, _display_status(view.status, view.connection, codes.get((sid, view.id), ())), view.origin,
+                    sid, view.id, display_status(view.status, view.connection, codes.get((sid, view.id), ())), view.origin,
                     view.connection, view.phase,
                     (last_at - first_at) if first_at is not None and last_at is not None else None,
                     len(times), facts, rejected, exchanges=exs,

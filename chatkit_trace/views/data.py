@@ -1,4 +1,4 @@
-"""The viewer's data layer: SQLite reads, paged and cached, never a whole trace.
+"""The SQLite source of the view model: reads paged and cached, never a whole trace.
 
 Theory of operation
 -------------------
@@ -21,7 +21,8 @@ Derived tables live in the trace itself, or, when the viewer analysed a
 read-only trace, in a side database (:attr:`TraceData.derived_path`).  The
 queries are the store's (:class:`chatkit_trace.store.TraceReader`: every
 thread gets its own read-only connections); this module turns their rows
-into what the screens show.
+into the records of :mod:`.model`, and is one implementation of
+:class:`~.source.ViewSource` (the report's replay is the other).
 """
 
 from __future__ import annotations
@@ -29,228 +30,20 @@ from __future__ import annotations
 import json
 import os
 import threading
-from bisect import bisect_right
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from chatkit_trace.pipeline import DEFAULT_SESSION, STREAMING
 from chatkit_trace.store import TraceReader
-from chatkit_trace.trace import RECORDING_INCOMPLETE, run_status
+from chatkit_trace.trace import run_status
 
-__all__ = [
-    "END",
-    "LRU",
-    "START",
-    "ExchangeInfo",
-    "FactCell",
-    "FindingInfo",
-    "Row",
-    "RunInfo",
-    "TraceData",
-    "display_status",
-    "parse_ref",
-    "row_key",
-]
+from .model import END, LRU, START, ExchangeInfo, FactCell, FindingInfo, Row, RunInfo, Timeline, display_status, frame_t, parse_ref
 
-#: Frame index of an exchange's "request" row and of its "end of stream" row.
-START = -1
-END = 1 << 30
-#: Capabilities whose response stream carries the run's events.
+__all__ = ["TraceData", "problem_frames", "writable"]
+
+#: Rows a page holds (the page cache's unit).
 PAGE = 128
-
-
-def display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
-    """The status a person reads, in the one vocabulary
-    (:data:`chatkit_trace.trace.RUN_STATUSES`: ``outcome unknown`` for a run
-    still ``running`` whose connection is gone, R3.4; ``recording
-    incomplete`` for one whose findings (``codes``) say the recorder lost
-    part of it); ``not analysed`` for a run of a trace not derived yet (the
-    viewer's own state)."""
-    if status is None and not RECORDING_INCOMPLETE.intersection(codes):
-        return "not analysed"
-    return run_status(status, connection, codes)
-
-
-def parse_ref(ref: str) -> tuple[int, int]:
-    """A finding's frame reference: ``"ex:frame"`` or ``"ex"`` (the exchange's request row)."""
-    a, sep, b = ref.partition(":")
-    return int(a), (int(b) if sep else START)
-
-
-class LRU(OrderedDict):  # type: ignore[type-arg]
-    """A bounded mapping: the least recently used entry goes first.
-
-    ``maxweight`` also bounds the sum of the entries' weights (e.g. bytes).
-    """
-
-    def __init__(self, maxsize: int, maxweight: float | None = None) -> None:
-        super().__init__()
-        self.maxsize = maxsize
-        self.maxweight = maxweight
-        self.weight = 0.0
-        self._weights: dict[Any, float] = {}
-
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
-        try:
-            value = self[key]
-        except KeyError:
-            return default
-        self.move_to_end(key)
-        return value
-
-    def put(self, key: Any, value: Any, weight: float = 0.0) -> None:
-        self.weight += weight - self._weights.pop(key, 0.0)
-        if weight:
-            self._weights[key] = weight
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.maxsize or (
-            self.maxweight is not None and self.weight > self.maxweight and len(self) > 1
-        ):
-            old, _ = self.popitem(last=False)
-            self.weight -= self._weights.pop(old, 0.0)
-
-    def clear(self) -> None:
-        super().clear()
-        self._weights.clear()
-        self.weight = 0.0
-
-
-# --------------------------------------------------------------------------- records
-
-
-@dataclass
-class RunInfo:
-    """One line of the run list."""
-
-    session_id: str
-    run_id: str
-    status: str  # display status (see display_status)
-    origin: str | None = None
-    connection: str | None = None
-    phase: str | None = None
-    duration: float | None = None
-    frames: int = 0
-    facts: int = 0
-    rejected: int = 0
-    errors: int = 0
-    warnings: int = 0
-    infos: int = 0
-    codes: tuple[str, ...] = ()
-    first_at: float | None = None
-    exchanges: tuple[int, ...] = ()
-    settled_by: str | None = None
-    settled_at: float | None = None
-    error: Any = None
-    interrupt_reason: str | None = None
-    analysed: bool = True
-    #: the session whose replay shows this run (differs for a run only a finding names, e.g. CK501)
-    replay_session: str | None = None
-
-    @property
-    def session_for_replay(self) -> str:
-        return self.replay_session or self.session_id
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.session_id, self.run_id)
-
-
-@dataclass
-class FindingInfo:
-    code: str
-    severity: str
-    rule: str
-    session_id: str | None
-    run_id: str | None
-    frames: list[str]
-    message: str
-    fingerprint: str
-    detail: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def decisive(self) -> str | None:
-        return self.frames[0] if self.frames else None
-
-
-@dataclass
-class ExchangeInfo:
-    index: int
-    capability: str | None
-    session_id: str | None
-    run_id: str | None
-    method: str
-    path: str
-    status: int | None
-    started_at: float
-    ended_at: float | None
-    transport: str | None
-    end: str | None
-    error: str | None
-    cursor: str | None
-    target_run_id: str | None
-
-
-@dataclass
-class FactCell:
-    kind: str
-    accepted: bool
-    reason: str | None
-    detail: str | None
-
-
-@dataclass
-class Row:
-    """One timeline row: a request (``idx == START``), a frame, or an end of stream."""
-
-    exchange: ExchangeInfo
-    idx: int
-    t: float
-    # frame fields
-    event: str | None = None
-    event_id: str | None = None
-    text: str | None = None
-    has_raw: bool = False
-    direction: str = "in"
-    frame_error: dict[str, Any] | None = None
-    # derived (None: the trace is not analysed yet)
-    state: str | None = None
-    facts: list[FactCell] | None = None
-    shadow: int = 0
-    result_error: dict[str, Any] | None = None
-
-    @property
-    def ref(self) -> str:
-        if self.idx == START:
-            return str(self.exchange.index)
-        if self.idx == END:
-            return f"{self.exchange.index}:end"
-        return f"{self.exchange.index}:{self.idx}"
-
-    @property
-    def kind(self) -> str:
-        if self.idx == START:
-            return "request"
-        if self.idx == END:
-            return "end"
-        return "frame"
-
-    @property
-    def problem(self) -> str | None:
-        """``rejected`` / ``error`` / ``lost`` when the row shows something wrong."""
-        if self.frame_error is not None and self.state in (None, "error"):
-            return "error"
-        if self.result_error is not None or self.state == "error":
-            return "error"
-        for f in self.facts or ():
-            if not f.accepted and f.reason not in ("duplicate-event", "no-change"):
-                return "rejected"
-        if self.shadow:
-            return "lost"
-        return None
 
 
 def _loads(value: str | None, default: Any = None) -> Any:
@@ -263,138 +56,7 @@ def _loads(value: str | None, default: Any = None) -> Any:
 
 
 def _exchange(row: Sequence[Any]) -> ExchangeInfo:
-    from urllib.parse import urlsplit
-
-    (
-        i,
-        cap,
-        sid,
-        rid,
-        method,
-        url,
-        status,
-        started,
-        ended,
-        transport,
-        end,
-        error,
-        cursor,
-        target,
-    ) = row
-    return ExchangeInfo(
-        i,
-        cap,
-        sid,
-        rid,
-        method or "GET",
-        urlsplit(url or "").path or "/",
-        status,
-        started or 0.0,
-        ended,
-        transport,
-        end,
-        error,
-        cursor,
-        target,
-    )
-
-
-def row_key(row: Row) -> tuple[float, int, int, int]:
-    """The row's place in the session's replay order (see :mod:`.replay`)."""
-    kind = 0 if row.idx == START else 2 if row.idx == END else 1
-    return (row.t, row.exchange.index, kind, row.idx)
-
-
-def frame_t(at: float | None, started_at: float) -> float:
-    """A frame's place in time, as the pipeline orders it."""
-    return max(at, started_at) if at else started_at
-
-
-# --------------------------------------------------------------------------- the trace
-
-
-Key = tuple[float, int, int, int]
-
-
-class Timeline:
-    """The rows of one run in replay order, as segments ``(exchange, first, count)``.
-
-    ``first`` is a frame index, or :data:`START` / :data:`END` (count 1).
-    ``keys`` holds each segment's first key ``(t, exchange, kind, idx)``.
-    """
-
-    def __init__(
-        self,
-        session_id: str,
-        run_id: str,
-        segments: list[tuple[int, int, int]],
-        keys: list[tuple[float, int, int, int]],
-        exchanges: dict[int, ExchangeInfo],
-    ) -> None:
-        self.session_id = session_id
-        self.run_id = run_id
-        self.segments = segments
-        self.seg_keys = keys
-        self.exchanges = exchanges
-        self.offsets: list[int] = []
-        n = 0
-        for _, _, count in segments:
-            self.offsets.append(n)
-            n += count
-        self.length = n
-
-    def __len__(self) -> int:
-        return self.length
-
-    def locate(self, row: int) -> tuple[int, int]:
-        """(exchange, frame index) of row ``row``."""
-        if not 0 <= row < self.length:
-            raise IndexError(row)
-        s = bisect_right(self.offsets, row) - 1
-        ex, first, _ = self.segments[s]
-        if first in (START, END):
-            return ex, first
-        return ex, first + (row - self.offsets[s])
-
-    def find(self, exchange: int, idx: int) -> int | None:
-        """The row of frame ``idx`` of ``exchange`` (START/END for the special rows), or None."""
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex != exchange:
-                continue
-            if first in (START, END):
-                if first == idx:
-                    return self.offsets[s]
-            elif first <= idx < first + count:
-                return self.offsets[s] + idx - first
-        return None
-
-    def nearest(self, exchange: int, idx: int) -> int | None:
-        """Like :meth:`find`, falling back to the exchange's nearest row."""
-        row = self.find(exchange, idx)
-        if row is not None:
-            return row
-        best = None
-        for s, (ex, first, count) in enumerate(self.segments):
-            if ex == exchange:
-                if first == START or (idx != START and first not in (START, END) and first <= idx):
-                    best = self.offsets[s] + (
-                        0 if first in (START, END) else min(count - 1, idx - first)
-                    )
-                elif best is None:
-                    best = self.offsets[s]
-        return best
-
-    def pieces(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
-        """``(row, exchange, first, count)`` covering rows ``[start, stop)``."""
-        stop = min(stop, self.length)
-        row = start
-        while row < stop:
-            s = bisect_right(self.offsets, row) - 1
-            ex, first, count = self.segments[s]
-            off = row - self.offsets[s]
-            n = min(count - off, stop - row)
-            yield row, ex, (first if first in (START, END) else first + off), n
-            row += n
+    return ExchangeInfo.of(*row)
 
 
 class TraceData:

@@ -42,17 +42,16 @@ from typing import Any, cast
 from chatkit_trace.adapters import Adapter
 from chatkit_trace.core import Snapshot
 from chatkit_trace.core._gc import paused_gc
-from chatkit_trace.pipeline import FrameRecord, HistoryRecord, Replayer
+from chatkit_trace.pipeline import DEFAULT_SESSION, FrameRecord, HistoryRecord, Replayer
 from chatkit_trace.trace import Exchange
 from chatkit_trace.wire import Frame
 
 from ._portable import PortablePickler, PortableUnpickler
 from .ahead import Ahead
-from .data import DEFAULT_SESSION, END, LRU, START, TraceData
+from .data import TraceData
+from .model import END, LRU, START, Key
 
-__all__ = ["Key", "Moment", "SessionReplayer"]
-
-Key = tuple[float, int, int, int]
+__all__ = ["Moment", "SessionReplayer", "session_exchanges"]
 
 #: moments the worker keeps computed behind the cursor after a jump (events):
 #: stepping back from a restored state is a cache hit, not a restore

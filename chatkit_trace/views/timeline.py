@@ -6,6 +6,9 @@ exchanges in the pipeline's order ``(t, exchange, kind, frame)`` and kept as
 segments ``(exchange, first frame, count)`` of consecutive frames of one
 exchange: random access is a bisect and memory is O(segments), not O(frames)
 (a run of 100k frames in one stream is three segments).
+
+The timeline is built from any :class:`~.source.ViewSource`: SQLite for the
+viewer, one session's replay for the report.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 
-from .data import END, START, STREAMING, ExchangeInfo, Key, RunInfo, Timeline, TraceData, parse_ref
+from chatkit_trace.pipeline import STREAMING
+
+from .model import END, START, ExchangeInfo, Key, RunInfo, Timeline, parse_ref
+from .source import ViewSource
 
 __all__ = ["Timeline", "build_timeline"]
 
 
-def build_timeline(data: TraceData, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
+def build_timeline(data: ViewSource, run: RunInfo, extra_refs: Iterable[str] = ()) -> Timeline:
     # long-function: a run's exchanges merged in the pipeline's order, with the segment compression
     """The rows of ``run``: its exchanges' requests, frames and stream ends,
     the stop, history and status requests of its session while it was

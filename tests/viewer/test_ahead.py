@@ -13,10 +13,9 @@ from chatkit_trace.viewer import ViewerApp
 from chatkit_trace.viewer import run_screen as run_screen_module
 from chatkit_trace.viewer.run_screen import RunScreen
 from chatkit_trace.viewer.widgets import Panel, TimelineView
+from chatkit_trace.views import TraceData, build_timeline, row_key
 from chatkit_trace.views.ahead import Ahead
-from chatkit_trace.views.data import TraceData, row_key
 from chatkit_trace.views.replay import BEHIND, SessionReplayer
-from chatkit_trace.views.timeline import build_timeline
 
 from .conftest import long_trace, wait_for
 

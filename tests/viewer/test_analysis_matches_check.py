@@ -13,8 +13,8 @@ import pytest
 from chatkit_trace.cli.check import run_check
 from chatkit_trace.derive import finding_rows
 from chatkit_trace.store import DERIVED_TABLES, TraceStore
+from chatkit_trace.views import TraceData
 from chatkit_trace.views.analysis import analyse
-from chatkit_trace.views.data import TraceData
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace

@@ -392,8 +392,8 @@ async def test_missing_trace_is_one_line_exit_2(tmp_path, capsys):
 
 @pytest.mark.parametrize("write_back", [True, False])
 def test_analysis_writes_back_or_to_a_side_database(traces, tmp_path, write_back):
+    from chatkit_trace.views import TraceData
     from chatkit_trace.views.analysis import analyse
-    from chatkit_trace.views.data import TraceData
 
     path = traces("CK105")
     steps: list[tuple[str, float | None]] = []

@@ -8,9 +8,8 @@ import pytest
 
 from chatkit_trace.loading import open_trace
 from chatkit_trace.pipeline import replay
-from chatkit_trace.views.data import START, TraceData, parse_ref, row_key
+from chatkit_trace.views import START, TraceData, build_timeline, parse_ref, row_key
 from chatkit_trace.views.replay import SessionReplayer
-from chatkit_trace.views.timeline import build_timeline
 
 from ..analyze.corpus import CORPUS
 from .conftest import corpus_trace, long_trace

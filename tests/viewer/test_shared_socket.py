@@ -10,10 +10,9 @@ from pathlib import Path
 
 from chatkit_trace.cli import main
 from chatkit_trace.loading import open_trace
-from chatkit_trace.views.data import TraceData, row_key
+from chatkit_trace.views import TraceData, build_timeline, row_key
 from chatkit_trace.views.diff import comparisons
 from chatkit_trace.views.replay import SessionReplayer
-from chatkit_trace.views.timeline import build_timeline
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = ROOT / "tests" / "data" / "shared_socket" / "before-20.db"
