@@ -47,7 +47,7 @@ def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layer_contracts_hold(tmp_path):
     proc = _lint_imports(_installed_layout(tmp_path))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "Contracts: 3 kept, 0 broken." in proc.stdout
+    assert "Contracts: 8 kept, 0 broken." in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -56,6 +56,12 @@ def test_the_layer_contracts_hold(tmp_path):
         ("store/__init__.py", "from ..derive import Deriver", "chatkit_trace.store -> chatkit_trace.derive"),
         ("viewer/__init__.py", "from ..cli import main", "chatkit_trace.viewer -> chatkit_trace.cli"),
         ("core/__init__.py", "import pydantic", "chatkit_trace.core -> pydantic"),
+        # issue 35: the report and the viewer read the view model and never each other
+        ("report/__init__.py", "from ..viewer import ViewerApp", "chatkit_trace.report -> chatkit_trace.viewer"),
+        ("report/__init__.py", "import textual", "chatkit_trace.report -> textual"),
+        ("viewer/__init__.py", "from ..report import write_report", "chatkit_trace.viewer -> chatkit_trace.report"),
+        ("views/__init__.py", "import textual", "chatkit_trace.views -> textual"),
+        ("views/model.py", "import rich", "chatkit_trace.views.model -> rich"),
     ],
 )
 def test_the_layer_contracts_catch_a_back_edge(tmp_path, module, line, edge):
@@ -66,6 +72,24 @@ def test_the_layer_contracts_catch_a_back_edge(tmp_path, module, line, edge):
     proc = _lint_imports(tree)
     assert proc.returncode != 0
     assert edge in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "shown"),
+    [
+        # the circle issue 35 cut: the replay-ahead parent and the replay (function-level imports count)
+        ("views/ahead.py", "def _back():\n    from . import replay", "No cycles are allowed in chatkit_trace.views."),
+        ("derive/__init__.py", "def _back():\n    from .. import export", "No cycles are allowed in chatkit_trace."),
+    ],
+)
+def test_the_acyclic_contract_catches_a_cycle(tmp_path, module, line, shown):
+    tree = _installed_layout(tmp_path)
+    with (tree / "chatkit_trace" / module).open("a") as f:
+        f.write(f"\n\n{line}  # a cycle on purpose\n")
+    proc = _lint_imports(tree)
+    assert proc.returncode != 0
+    assert "no import cycles in chatkit_trace (issue 35) BROKEN" in proc.stdout, proc.stdout[-3000:]
+    assert shown in proc.stdout, proc.stdout[-3000:]
 
 
 def test_ruff_is_clean():
