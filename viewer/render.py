@@ -27,7 +27,7 @@ from chatkit_trace.core import (
     get_tool_call_status,
     thaw,
 )
-from chatkit_trace.views import END, START, Row
+from chatkit_trace.views import END, NOT_ANALYSED, START, Row
 from chatkit_trace.visible import visible
 
 __all__ = [
@@ -53,7 +53,7 @@ STATUS_TONE = {
     "outcome unknown": "error",
     "running": "accent",
     "queued": "muted",
-    "not analysed": "muted",
+    NOT_ANALYSED: "muted",
     "not started": "warning",
     "recording incomplete": "warning",
 }

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter, defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..views import RunInfo
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,72 +32,61 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def collect(path: str, profile: str | None = None) -> list[dict]:
     """One row per run, as ``check`` derives the trace (the same engine, the
-    same findings), a run the Core never started included (``not started``)."""
-    # long-function: the derive, then one row per run in the one status vocabulary
+    same findings), a run the Core never started included (``not started``);
+    each line made as the viewer and the report make theirs
+    (:mod:`chatkit_trace.views.runs`)."""
     from ..derive import Deriver, unstarted_runs
     from ..loading import open_trace
-    from ..trace import run_status, stream_state
+    from ..trace import stream_state
+    from ..views import runs as lines
 
-    runs: list[tuple[Any, str]] = []
-    unstarted: list[tuple[Any, str]] = []
+    started: list[tuple[Any, str]] = []
+    unstarted: list[tuple[str, Any, Any, str]] = []
 
     def session_done(derived: Any) -> None:
         recs = derived.replay.exchanges
+
+        def exchange(i: int) -> Any:
+            return recs[i].exchange if i in recs else None
+
         for run in derived.runs():
-            runs.append((run, stream_state([recs[i].exchange for i in run.exchanges if i in recs])))
-        for item in unstarted_runs(derived.replay):
-            unstarted.append((item, stream_state([recs[i].exchange for i in item[1].exchanges if i in recs])))
+            started.append((run, stream_state([recs[i].exchange for i in run.exchanges if i in recs])))
+        for sid, rec, _start, _end in unstarted_runs(derived.replay):
+            unstarted.append((sid, rec, exchange, stream_state([recs[i].exchange for i in rec.exchanges if i in recs])))
 
     loaded = open_trace(path, profile=profile)
     try:
         findings = Deriver(loaded.store, loaded.adapter, capabilities=loaded.capabilities).run(on_session=session_done).findings
     finally:
         loaded.close()
-    by_run: dict[tuple, Counter] = defaultdict(Counter)
-    codes: dict[tuple, set[str]] = defaultdict(set)
-    for f in findings:
-        by_run[(f.session_id, f.run_id)][f.severity] += 1
-        codes[(f.session_id, f.run_id)].add(f.code)  # CK702/CK703: the recording is incomplete
-
-    def counts(key: tuple) -> dict[str, int]:
-        return {"errors": by_run[key].get("error", 0), "warnings": by_run[key].get("warning", 0), "infos": by_run[key].get("info", 0)}
-
+    found = lines.tally(findings)  # CK702/CK703 among the codes: the recording is incomplete
     rows = []
-    for run, connection in runs:
-        view, key, t = run.view, (run.session_id, run.run_id), run.frame_times
-        rows.append(
-            {
-                "session": run.session_id,
-                "run": view.id,
-                # the one vocabulary (chatkit_trace.trace.RUN_STATUSES)
-                "status": run_status(view.status, view.connection, codes[key]),
-                # what concluded the run: a terminal event (fact), a later history or status read, or nothing
-                "settled_by": (run.record.settled_by if run.record else None) if view.terminal else None,
-                "origin": view.origin,
-                "connection": connection,
-                # how long the user waited: from the run's request to the end they saw (decisions.md 278)
-                "duration_s": round(run.duration, 3),
-                "frames": len(t),
-                "rejected": run.violations,
-                **counts(key),
-            }
-        )
-    for (sid, rec, start, end), connection in unstarted:
-        rows.append(
-            {
-                "session": sid,
-                "run": rec.run_id,
-                "status": run_status(None, None, codes[(sid, rec.run_id)]),
-                "settled_by": None,
-                "origin": "local",
-                "connection": connection,
-                "duration_s": round(max(0.0, (end or 0.0) - (start or 0.0)), 3),
-                "frames": 0,
-                "rejected": 0,
-                **counts((sid, rec.run_id)),
-            }
-        )
+    for run, connection in started:
+        rows.append(_row(lines.from_summary(run, found.get((run.session_id, run.run_id))), connection))
+    for sid, rec, exchange, connection in unstarted:
+        info = lines.not_started(sid, rec.run_id, rec.exchanges, exchange, found.get((sid, rec.run_id)))
+        rows.append(_row(info, connection, origin="local"))
     return rows
+
+
+def _row(info: RunInfo, connection: str, origin: str | None = None) -> dict[str, Any]:
+    return {
+        "session": info.session_id,
+        "run": info.run_id,
+        # the one vocabulary (chatkit_trace.trace.RUN_STATUSES)
+        "status": info.status,
+        # what concluded the run: a terminal event (fact), a later history or status read, or nothing
+        "settled_by": info.settled_by if info.terminal else None,
+        "origin": origin or info.origin,
+        "connection": connection,
+        # how long the user waited: from the run's request to the end they saw (decisions.md 278)
+        "duration_s": round(info.duration or 0.0, 3),
+        "frames": info.frames,
+        "rejected": info.rejected,
+        "errors": info.errors,
+        "warnings": info.warnings,
+        "infos": info.infos,
+    }
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,6 +78,7 @@ from ._runtime import (
 from ._sessions import SessionRouter
 from ._snapshot import AbortView, HistoryView, RunView, Snapshot
 from ._state import CORE_CAPABILITIES, PROFILE_CAPABILITIES, Capability, Phase, WorkStatus
+from ._state import TERMINAL as TERMINAL_STATUSES
 from ._validate import BUILTIN_DATA_KINDS, RULES, check_history, check_message, coerce_tool_errors, is_valid_data_kind
 from ._values import ABSENT, AbsentType, FrozenDict, freeze, thaw
 
@@ -134,6 +135,7 @@ __all__ = [
     "SessionRouter",
     "Snapshot",
     "TERMINAL_KINDS",
+    "TERMINAL_STATUSES",
     "TOOL_STATUSES",
     "TextPart",
     "ToolCallPart",

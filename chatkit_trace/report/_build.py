@@ -34,11 +34,11 @@ from typing import Any
 
 from ..analyze import CATALOGUE, Finding, Options, severity_rank
 from ..analyze._context import Context
-from ..derive import Deriver, SessionDerivation, fact_summary, reader_stops, wait_span
+from ..derive import Deriver, SessionDerivation, fact_summary, run_summaries
 from ..errors import ReportError
 from ..pipeline import DEFAULT_SESSION, Replay, Replayer
-from ..trace import Exchange, run_status
-from ..views import END, START, ReplaySource, RunInfo, build_timeline, display_status
+from ..trace import Exchange
+from ..views import END, START, ReplaySource, build_timeline, parse_ref, runs
 from ..wire import Frame, replace_frame
 from ._html import HtmlWriter
 from ._rules import rule_text
@@ -121,9 +121,8 @@ class _Event:
 
 
 def _parse_ref(ref: str) -> tuple[int, int] | None:
-    a, sep, b = ref.partition(":")
     try:
-        return int(a), (END if b == "end" else int(b)) if sep else START
+        return parse_ref(ref)
     except ValueError:
         return None
 
@@ -294,57 +293,25 @@ class _Builder:
     # -- runs ---------------------------------------------------------------------------
 
     def _runs(self, session_id: str, rep: Replay, exchanges: Sequence[Exchange], found: list[Finding]) -> list[tuple[Any, dict[str, Any]]]:
-        frames_per_run: dict[tuple[str | None, str | None], list[float]] = defaultdict(list)
-        for fr in rep.frames:
-            frames_per_run[(fr.session_id, fr.run_id)].append(fr.at)
-        facts_per_run: dict[tuple[str | None, str | None], list[int]] = defaultdict(lambda: [0, 0])
-        for f in rep.facts:
-            c = facts_per_run[(f.fact.session_id, f.fact.run_id)]
-            c[0] += 1
-            c[1] += int(f.result.violation)
-        by_index = {e.index: e for e in exchanges}
+        """The session's runs, each line as ``runs`` and the viewer make it
+        (:mod:`chatkit_trace.views.runs`), with the page's row."""
+        tallies = runs.tally(found)
         out = []
         known = set()
-        codes: dict[tuple[str | None, str | None], set[str]] = {}
-        for finding in found:
-            codes.setdefault((finding.session_id, finding.run_id), set()).add(finding.code)
-        for sid, s in rep.sessions.items():
-            for view in s.run_views():
-                rec = s.runs.get(view.id)
-                times = frames_per_run.get((sid, view.id), [])
-                facts, rejected = facts_per_run.get((sid, view.id), [0, 0])
-                exs = tuple(rec.exchanges) if rec else ()
-                # the user's wait: from the run's request to the end they saw (decisions.md 278)
-                first_at, last_at = wait_span([by_index[e] for e in exs if e in by_index], times, reader_stops(rep, exs))
-                info = RunInfo(
-                    sid, view.id, display_status(view.status, view.connection, codes.get((sid, view.id), ())), view.origin,
-                    view.connection, view.phase,
-                    (last_at - first_at) if first_at is not None and last_at is not None else None,
-                    len(times), facts, rejected, exchanges=exs,
-                    settled_by=rec.settled_by if rec else None, settled_at=rec.settled_at if rec else None,
-                    error=view.error.to_json() if view.error else None, interrupt_reason=view.interrupt_reason,
-                )
-                info.first_at = first_at if first_at is not None else (view.created_at or 0) / 1000.0
-                out.append((info, self._run_row(info, view)))
-                known.add((sid, view.id))
+        for summary in run_summaries(rep):
+            info = runs.from_summary(summary, tallies.get((summary.session_id, summary.run_id)))
+            out.append((info, self._run_row(info, summary.view)))
+            known.add(info.key)
         # runs a finding names that the Core never started (the send failed, CK110 ...)
+        by_index = {e.index: e for e in exchanges}
         for finding in found:
-            key = (finding.session_id, finding.run_id)
-            if finding.session_id is None or finding.run_id is None or key in known or key in self.runs:
+            sid, rid = finding.session_id, finding.run_id
+            if sid is None or rid is None or (sid, rid) in known or (sid, rid) in self.runs:
                 continue
-            known.add(key)  # type: ignore[arg-type]
-            named = [e.index for e in exchanges if e.session_id == finding.session_id and e.run_id == finding.run_id]
-            for g in found:
-                if (g.session_id, g.run_id) != key:
-                    continue
-                for ref in g.frames:
-                    p = _parse_ref(ref)
-                    if p is not None and p[0] not in named:
-                        named.append(p[0])
-            info = RunInfo(finding.session_id, finding.run_id, run_status(None), exchanges=tuple(named), replay_session=session_id)
-            start, end = wait_span([by_index[e] for e in named if e in by_index], [])
-            info.first_at = start
-            info.duration = None if start is None or end is None else end - start
+            known.add((sid, rid))
+            named = [e.index for e in exchanges if e.session_id == sid and e.run_id == rid]
+            c = tallies[(sid, rid)]
+            info = runs.not_started(sid, rid, named, by_index.get, c, refs=c.refs, replay_session=session_id)
             out.append((info, self._run_row(info, None)))
         return out
 

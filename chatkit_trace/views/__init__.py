@@ -23,7 +23,7 @@ The heavier modules (replay, ahead, analysis, diff) are imported by name.
 """
 
 from .data import TraceData
-from .model import END, LRU, START, ExchangeInfo, FactCell, FindingInfo, Key, Row, RunInfo, Timeline, display_status, parse_ref, row_key
+from .model import END, LRU, NOT_ANALYSED, START, ExchangeInfo, FactCell, FindingInfo, Key, Row, RunInfo, Timeline, display_status, parse_ref, row_key
 from .replay_source import ReplaySource
 from .source import ViewSource
 from .timeline import build_timeline
@@ -31,6 +31,7 @@ from .timeline import build_timeline
 __all__ = [
     "END",
     "LRU",
+    "NOT_ANALYSED",
     "START",
     "ExchangeInfo",
     "FactCell",

@@ -27,7 +27,6 @@ into the records of :mod:`.model`, and is one implementation of
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -36,23 +35,15 @@ from typing import Any
 
 from chatkit_trace.pipeline import DEFAULT_SESSION, STREAMING
 from chatkit_trace.store import TraceReader
-from chatkit_trace.trace import run_status
 
-from .model import END, LRU, START, ExchangeInfo, FactCell, FindingInfo, Row, RunInfo, Timeline, display_status, frame_t, parse_ref
+from . import runs
+from .model import END, LRU, NOT_ANALYSED, START, ExchangeInfo, FactCell, FindingInfo, Row, RunInfo, Timeline, frame_t
+from .model import loads_json as _loads
 
 __all__ = ["TraceData", "problem_frames", "writable"]
 
 #: Rows a page holds (the page cache's unit).
 PAGE = 128
-
-
-def _loads(value: str | None, default: Any = None) -> Any:
-    if value is None:
-        return default
-    try:
-        return json.loads(value)
-    except ValueError:
-        return default
 
 
 def _exchange(row: Sequence[Any]) -> ExchangeInfo:
@@ -201,75 +192,23 @@ class TraceData:
         return runs
 
     def _derived_runs(self) -> list[RunInfo]:
-        # long-function: the runs table derived in one pass over exchanges and facts
-        per: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+        """The derived ``runs`` table, and the runs only a finding names (the
+        Core never started them: the send failed at the HTTP level, CK110), as
+        :mod:`.runs` makes every line of the run list."""
+        found: runs.Tallies = {}
         for g in self.reader.finding_groups():
-            c = per.setdefault((g.session_id, g.run_id), {"error": 0, "warning": 0, "info": 0, "codes": set(), "refs": []})
-            c[g.severity] = c.get(g.severity, 0) + g.n
-            c["codes"].add(g.code)
-            c["refs"].extend(ref for fr in (_loads(g.frames, []) or []) for ref in (_loads(fr, []) or []))
-        out = []
-        for row in self.reader.runs():
-            c = per.get((row.session_id, row.run_id), {})
-            first_at, last_at = row.first_at, row.last_at
-            out.append(
-                RunInfo(
-                    row.session_id,
-                    row.run_id,
-                    display_status(row.status, row.connection, c.get("codes", ())),
-                    row.origin,
-                    row.connection,
-                    row.phase,
-                    (last_at - first_at) if first_at is not None and last_at is not None else None,
-                    row.frames or 0,
-                    row.facts or 0,
-                    row.rejected or 0,
-                    c.get("error", 0),
-                    c.get("warning", 0),
-                    c.get("info", 0),
-                    tuple(sorted(c.get("codes", ()))),
-                    first_at if first_at is not None else (row.created_at or 0) / 1000.0,
-                    tuple(_loads(row.exchanges, []) or []),
-                    row.settled_by,
-                    row.settled_at,
-                    _loads(row.error),
-                    row.interrupt_reason,
-                )
-            )
-        # runs a finding names that the Core never started (e.g. the send failed at the HTTP level, CK110)
+            refs = [ref for fr in (_loads(g.frames, []) or []) for ref in (_loads(fr, []) or [])]
+            found.setdefault((g.session_id, g.run_id), runs.Tally()).add(g.severity, g.code, g.n, refs)
+        out = [runs.from_row(row, found.get((row.session_id, row.run_id))) for row in self.reader.runs()]
         known = {(r.session_id, r.run_id) for r in out}
-        for (sid, rid), c in per.items():
+        for (sid, rid), c in found.items():
             if sid is None or rid is None or (sid, rid) in known:
                 continue
             exs = [e.index for e in self.exchanges(run=(sid, rid))]
-            for ref in c.get("refs", []):
-                try:
-                    e = parse_ref(ref)[0]
-                except ValueError:
-                    continue
-                if e not in exs:
-                    exs.append(e)
-            first = self.exchange(exs[0]) if exs else None
-            from chatkit_trace.derive import wait_span  # the engine's one definition, loaded when needed
-
-            own = [x for x in (self.exchange(e) for e in exs) if x is not None]
-            start, end = wait_span(own, [])
-            out.append(
-                RunInfo(
-                    sid,
-                    rid,
-                    run_status(None),
-                    duration=None if start is None or end is None else end - start,
-                    errors=c.get("error", 0),
-                    warnings=c.get("warning", 0),
-                    infos=c.get("info", 0),
-                    codes=tuple(sorted(c.get("codes", ()))),
-                    exchanges=tuple(exs),
-                    replay_session=(first.session_id or DEFAULT_SESSION)
-                    if first is not None
-                    else None,
-                )
-            )
+            run = runs.not_started(sid, rid, exs, self.exchange, c, refs=c.refs)
+            first = self.exchange(run.exchanges[0]) if run.exchanges else None
+            run.replay_session = (first.session_id or DEFAULT_SESSION) if first is not None else None
+            out.append(run)
         starts: dict[Any, Any] = {}
         if out:
             # order by when the run's first exchange started (runs without frames too)
@@ -301,7 +240,7 @@ class TraceData:
                 r = groups.get((sid, rid))
                 if r is None:
                     r = groups[(sid, rid)] = RunInfo(
-                        sid, rid, "not analysed", first_at=ex.started_at, analysed=False
+                        sid, rid, NOT_ANALYSED, first_at=ex.started_at, analysed=False
                     )
                 n = self.frame_count(ex.index)
                 r.frames += n

@@ -8,6 +8,7 @@ row's place in replay order)."""
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -15,11 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from chatkit_trace.core import TERMINAL_STATUSES
 from chatkit_trace.trace import RECORDING_INCOMPLETE, run_status
 
 __all__ = [
     "END",
     "LRU",
+    "NOT_ANALYSED",
     "START",
     "ExchangeInfo",
     "FactCell",
@@ -30,6 +33,7 @@ __all__ = [
     "Timeline",
     "display_status",
     "frame_t",
+    "loads_json",
     "parse_ref",
     "row_key",
 ]
@@ -42,6 +46,11 @@ END = 1 << 30
 Key = tuple[float, int, int, int]
 
 
+#: The status of a run of a trace not derived yet: the viewer's own state,
+#: next to the one vocabulary (:data:`chatkit_trace.trace.RUN_STATUSES`).
+NOT_ANALYSED = "not analysed"
+
+
 def display_status(status: str | None, connection: str | None, codes: Iterable[str] = ()) -> str:
     """The status a person reads, in the one vocabulary
     (:data:`chatkit_trace.trace.RUN_STATUSES`: ``outcome unknown`` for a run
@@ -50,14 +59,27 @@ def display_status(status: str | None, connection: str | None, codes: Iterable[s
     part of it); ``not analysed`` for a run of a trace not derived yet (the
     viewer's own state)."""
     if status is None and not RECORDING_INCOMPLETE.intersection(codes):
-        return "not analysed"
+        return NOT_ANALYSED
     return run_status(status, connection, codes)
 
 
+def loads_json(value: str | None, default: Any = None) -> Any:
+    """A stored JSON column: ``default`` when NULL or unreadable."""
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return default
+
+
 def parse_ref(ref: str) -> tuple[int, int]:
-    """A finding's frame reference: ``"ex:frame"`` or ``"ex"`` (the exchange's request row)."""
+    """A frame reference: ``"ex:frame"``, ``"ex"`` (the exchange's request
+    row) or ``"ex:end"`` (its end of stream, :attr:`Row.ref`); ValueError
+    for anything else.  Findings name the first two
+    (:func:`chatkit_trace.analyze.frame_ref`)."""
     a, sep, b = ref.partition(":")
-    return int(a), (int(b) if sep else START)
+    return int(a), ((END if b == "end" else int(b)) if sep else START)
 
 
 class LRU(OrderedDict):  # type: ignore[type-arg]
@@ -129,6 +151,8 @@ class RunInfo:
     analysed: bool = True
     #: the session whose replay shows this run (differs for a run only a finding names, e.g. CK501)
     replay_session: str | None = None
+    #: the Core's own status (``status`` is the one a person reads); None: the Core never started it
+    core_status: str | None = None
 
     @property
     def session_for_replay(self) -> str:
@@ -137,6 +161,11 @@ class RunInfo:
     @property
     def key(self) -> tuple[str, str]:
         return (self.session_id, self.run_id)
+
+    @property
+    def terminal(self) -> bool:
+        """The Core concluded it (whatever the status a person reads says)."""
+        return self.core_status in TERMINAL_STATUSES
 
 
 @dataclass

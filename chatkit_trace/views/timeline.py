@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 
+from chatkit_trace.core import TERMINAL_STATUSES
 from chatkit_trace.pipeline import STREAMING
 
 from .model import END, START, ExchangeInfo, Key, RunInfo, Timeline, parse_ref
@@ -105,7 +106,7 @@ def build_timeline(data: ViewSource, run: RunInfo, extra_refs: Iterable[str] = (
             streams.append(data.frame_keys(ex, only=extra_frames[e]))
     # A subscription that ended while the run went on (a reconnect follows,
     # or nothing does) shows its end; one that outlived a finished run does not.
-    unfinished = run.status not in ("completed", "failed", "interrupted")
+    unfinished = run.status not in TERMINAL_STATUSES  # the status a person reads: recording incomplete is unfinished
     for ex in sub_ends:
         end = data.end_key(ex)
         if end[0] < last_routed or unfinished:
