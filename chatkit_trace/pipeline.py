@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, cast
 
 import msgspec
@@ -67,6 +68,10 @@ from .wire import DONE, DecodeError, DecodeErrorKind, Frame, event_json
 __all__ = [
     "FactRecord",
     "FrameRecord",
+    "FrameState",
+    "ReaderStop",
+    "READER_STOPPED",
+    "PROBLEM_STATES",
     "ExchangeRecord",
     "Baseline",
     "HistoryRecord",
@@ -103,25 +108,54 @@ class FactRecord(msgspec.Struct, gc=False):
     snapshot_version: int
 
 
-class FrameRecord(msgspec.Struct, gc=False):
-    """What became of one frame.
+class ReaderStop(StrEnum):
+    """Why chatkit's reader stopped reading a stream (``ExchangeRecord.reader_stop``)."""
 
-    ``state`` is one of ``admitted`` (decoded and its facts admitted),
-    ``error`` (it could not be decoded: the reader stops here, R2.5),
-    ``after-terminal`` / ``after-error`` (the reader had stopped, R2.5a),
-    ``duplicate`` (the factory dropped a repeated outer event id),
-    ``unrouted`` (a subscription event with no run identity, R11.7),
-    ``outgoing`` (client to server; ``command`` says when the route's
-    ``messages`` make it a chatkit command), ``history`` (a socket's answer
-    to a history command), ``empty`` (nothing to decode, e.g. a keepalive),
-    ``ignored`` (an exchange no profile route matched), ``over-limit`` (the
-    recorder did not keep its content: an event over its limit; the reader
-    goes on, CK703).
-    """
+    TERMINAL = "terminal"  # a terminal event concluded the run
+    ERROR = "error"  # a frame it could not decode (R2.5)
+    SETTLED = "settled"  # a resumed stream of a run already settled (R8.3)
+    CONCURRENT = "concurrent"  # a second reader of a run another stream is reading (R8.3)
+
+
+class FrameState(StrEnum):
+    """What became of a frame (``FrameRecord.state``): the one list of the
+    states, which the viewer, the report and the analyzers read."""
+
+    ADMITTED = "admitted"  # decoded and its facts admitted
+    ERROR = "error"  # it could not be decoded: the reader stops here (R2.5)
+    AFTER_TERMINAL = "after-terminal"  # the reader had stopped (R2.5a): after ReaderStop.TERMINAL ...
+    AFTER_ERROR = "after-error"
+    AFTER_SETTLED = "after-settled"
+    AFTER_CONCURRENT = "after-concurrent"
+    DUPLICATE = "duplicate"  # the factory dropped a repeated outer event id
+    UNROUTED = "unrouted"  # a subscription event with no run identity (R11.7)
+    WRONG_SESSION = "wrong-session"  # an event naming another session (R11.5)
+    OUTGOING = "outgoing"  # client to server
+    HISTORY = "history"  # a socket's answer to a history command
+    EMPTY = "empty"  # nothing to decode (a keepalive)
+    IGNORED = "ignored"  # an exchange no profile route matched
+    OVER_LIMIT = "over-limit"  # the recorder did not keep its content (CK703); the reader goes on
+
+    @classmethod
+    def after(cls, stop: ReaderStop) -> FrameState:
+        """The state of a frame read after the reader stopped for ``stop``."""
+        return cls("after-" + stop)
+
+
+#: Frames the reader never read: it had stopped (R2.5a), one per :class:`ReaderStop`.
+READER_STOPPED = frozenset(FrameState.after(stop) for stop in ReaderStop)
+#: The states a person should look at: the reader could not use the frame, or it never reached the run.
+PROBLEM_STATES = frozenset({FrameState.ERROR, *READER_STOPPED, FrameState.UNROUTED, FrameState.WRONG_SESSION})
+
+_ADMITTED = FrameState.ADMITTED
+
+
+class FrameRecord(msgspec.Struct, gc=False):
+    """What became of one frame (``state``: :class:`FrameState`)."""
 
     exchange_index: int
     frame_index: int
-    state: str
+    state: FrameState
     session_id: str | None = None
     run_id: str | None = None
     #: The frame's facts in order (an empty tuple when it has none).
@@ -254,7 +288,7 @@ class ExchangeRecord:
     #: How many user messages the adapter projected at dispatch (R4.5).
     projected: int = 0
     #: (reason, frame index) where the Core's reader stopped: terminal or error.
-    reader_stop: tuple[str, int] | None = None
+    reader_stop: tuple[ReaderStop, int] | None = None
     concluded: bool = False
     end_marker_frame: int | None = None
     #: The client left this stream mid-run on a route whose stop is closing
@@ -470,12 +504,12 @@ class Replayer:
             elif view is not None and view.terminal:
                 # chatkit never resumes a settled run (R8.3): what this stream
                 # carries is decoded in the shadow only.
-                rec.reader_stop = ("settled", -1)
+                rec.reader_stop = (ReaderStop.SETTLED, -1)
             elif self._readers.get((s.session_id, run_id)):
                 # Another stream of this run is still being read: chatkit reads
                 # a run once (it resumes only runs it does not know, R8.3), so a
                 # recorded client's second reader is decoded in the shadow.
-                rec.reader_stop = ("concurrent", -1)
+                rec.reader_stop = (ReaderStop.CONCURRENT, -1)
             elif not exchange.failed:
                 s.core.observe_connection(run_id=run_id, state="connected")
         elif cap == "abort":
@@ -665,16 +699,16 @@ class Replayer:
             # No lists of its own until the frame has facts: two fewer objects per
             # frame for the cyclic GC to walk (FrameRecord.facts/shadow).
             fr = FrameRecord(
-                index, frame.index, "admitted", rec_session, rec_run, _NONE, _NONE, None, False, None, False,
+                index, frame.index, _ADMITTED, rec_session, rec_run, _NONE, _NONE, None, False, None, False,
                 None, frame.at, (), frame.event_id,
             )
             record(fr)
             record_all(fr)
             if cap is None:
-                fr.state = "ignored"
+                fr.state = FrameState.IGNORED
                 continue
             if frame.direction == "out":
-                fr.state = "outgoing"
+                fr.state = FrameState.OUTGOING
                 continue
             if s is None:  # once per exchange (only when a frame needs it: no session for outgoing frames alone)
                 s = self.session(session_id)
@@ -692,7 +726,7 @@ class Replayer:
             if error is not None:
                 fr.error = error  # e.g. invalid UTF-8 that JSON still parsed
             if not streaming:
-                fr.state = "empty"
+                fr.state = FrameState.EMPTY
                 continue
             identity = self._identity(value) if has_identity else None
             fr.identity = identity
@@ -703,7 +737,7 @@ class Replayer:
                 # An event of another session on this run's stream (e.g. an A2A
                 # contextId that differs): decoded apart, so it cannot disturb this
                 # run's decode state, and rejected wrong-session by the Core (R11.5).
-                fr.state = "wrong-session"
+                fr.state = FrameState.WRONG_SESSION
                 foreign = self._foreign_decoder(identity.session_id).decode(
                     value, run_id=run_id, event_id=fr.event_id, fallback_id=f"{index}:{frame.index}"
                 )
@@ -715,17 +749,17 @@ class Replayer:
                 value, run_id, event_id, f"{index}:{frame.index}" if event_id is None else None, frame.at * 1000.0
             )
             if stopped:
-                fr.state = "after-" + rec.reader_stop[0]  # type: ignore[index]  # stopped: the reader stop is set
+                fr.state = FrameState.after(rec.reader_stop[0])  # type: ignore[index]  # stopped: the reader stop is set
                 if decoded.facts:
                     fr.shadow = list(decoded.facts)
                 continue
             if decoded.duplicate:
-                fr.state = "duplicate"
+                fr.state = FrameState.DUPLICATE
                 continue
             if decoded.error is not None:
-                fr.state = "error"
+                fr.state = FrameState.ERROR
                 fr.error = decoded.error
-                rec.reader_stop = ("error", frame.index)
+                rec.reader_stop = (ReaderStop.ERROR, frame.index)
                 continue
             if not decoded.updates and value is not DONE and not self._known(value):
                 fr.unknown = True
@@ -739,7 +773,7 @@ class Replayer:
                 else:
                     fr.facts = [admit(s, fact, index, frame.index) for fact in facts]
             if decoded.terminal:
-                rec.reader_stop = ("terminal", frame.index)
+                rec.reader_stop = (ReaderStop.TERMINAL, frame.index)
                 rec.concluded = True
             elif fr.end_marker and rec.end_marker_frame is None:
                 rec.end_marker_frame = frame.index
@@ -764,12 +798,12 @@ class Replayer:
         parsed = err is None and value is not None and value is not DONE
         if self.only is not None and sid not in self.only:
             return
-        fr = FrameRecord(exchange.index, frame.index, "admitted", sid, rec.run_id, at=frame.at, event_id=frame.event_id)
+        fr = FrameRecord(exchange.index, frame.index, _ADMITTED, sid, rec.run_id, at=frame.at, event_id=frame.event_id)
         rec.frames.append(fr)
         self.out.frames.append(fr)
         s = self.session(sid)
         if frame.direction == "out":
-            fr.state = "outgoing"
+            fr.state = FrameState.OUTGOING
             if command is not None:
                 fr.command = command
                 fr.run_id = command.run_id
@@ -789,20 +823,20 @@ class Replayer:
             fr.error = frame.error
         if failed is not None:
             self.adapter.report_error("identify", failed.err)
-            fr.state, fr.error = "error", str(failed)
+            fr.state, fr.error = FrameState.ERROR, str(failed)
             return
         if parsed and sock.waiting:
             for k, (rule, wsid, _) in enumerate(sock.waiting):
                 if wsid == sid and sock.rules is not None and sock.rules.answers(rule, value):
                     del sock.waiting[k]
-                    fr.state = "history"
+                    fr.state = FrameState.HISTORY
                     self.settle_live(s)  # as for a command: history changes the Core outside admit
                     self.history(s, exchange, rec, reply=value, at=frame.at, frame_index=frame.index)
                     return
         if fr.event_id is None and ident is not None and ident.event_id and exchange.transport == "ws":
             fr.event_id = ident.event_id  # a WebSocket message has no outer id: the event's own (R2.2)
         self.route(s, exchange, frame, fr, value, identity=ident)
-        if fr.run_id is not None and fr.state not in ("wrong-session", "unrouted"):
+        if fr.run_id is not None and fr.state not in (FrameState.WRONG_SESSION, FrameState.UNROUTED):
             key = (s.session_id, fr.run_id)
             run = rec.socket_runs.get(key)
             if run is None:
@@ -924,11 +958,11 @@ class Replayer:
         ident = decoded.identity
         fr.identity = ident
         if decoded.error is not None:
-            fr.state, fr.error = "error", decoded.error
+            fr.state, fr.error = FrameState.ERROR, decoded.error
             return
         if ident is None:
             fr.event_type = _event_type(value)
-            fr.state = "unrouted" if value is not DONE else "empty"
+            fr.state = FrameState.UNROUTED if value is not DONE else FrameState.EMPTY
             fr.end_marker = value is DONE
             return
         fr.run_id = ident.run_id
@@ -944,10 +978,10 @@ class Replayer:
             if shadow.facts:
                 fr.facts = [self.admit(s, fact, exchange.index, frame.index, session_id=ident.session_id) for fact in shadow.facts]
             if not shadow.facts:
-                fr.state = "wrong-session"
+                fr.state = FrameState.WRONG_SESSION
             return
         if decoded.duplicate:
-            fr.state = "duplicate"
+            fr.state = FrameState.DUPLICATE
             return
         if ident.starts_run and s.core.run_view(ident.run_id) is None:
             self.settle_live(s)
@@ -1012,7 +1046,7 @@ def _recorder_lost(fr: FrameRecord, err: Any) -> bool:
     never a decode error of the backend's."""
     if getattr(err, "kind", None) != DecodeErrorKind.LINE_TOO_LONG:
         return False
-    fr.state, fr.error = "over-limit", err
+    fr.state, fr.error = FrameState.OVER_LIMIT, err
     return True
 
 
@@ -1023,11 +1057,11 @@ def _reader_error(rec: ExchangeRecord, fr: FrameRecord, frame: Frame, err: Any, 
     text that did not parse is an empty block."""
     fr.error = err
     if not lost and frame.text is None and not stopped:
-        fr.state = "empty"
+        fr.state = FrameState.EMPTY
         return
-    fr.state = "after-" + rec.reader_stop[0] if stopped else "error"  # type: ignore[index]  # stopped: the reader stop is set
+    fr.state = FrameState.after(rec.reader_stop[0]) if stopped else FrameState.ERROR  # type: ignore[index]  # stopped: the reader stop is set
     if not stopped:
-        rec.reader_stop = ("error", frame.index)
+        rec.reader_stop = (ReaderStop.ERROR, frame.index)
 
 
 def _sharing_text(fact: MessageFact, core: ChatCore) -> MessageFact:
@@ -1231,9 +1265,9 @@ def understood_exchanges(rep: Replay) -> set[int]:
             out.add(index)
             continue
         for fr in rec.frames:
-            if fr.state in ("outgoing", "empty", "ignored", "unrouted"):
+            if fr.state in (FrameState.OUTGOING, FrameState.EMPTY, FrameState.IGNORED, FrameState.UNROUTED):
                 continue
-            if fr.facts or fr.shadow or fr.end_marker or fr.state != "admitted" or not fr.unknown:
+            if fr.facts or fr.shadow or fr.end_marker or fr.state != _ADMITTED or not fr.unknown:
                 out.add(index)
                 break
     return out

@@ -27,6 +27,7 @@ from chatkit_trace.core import (
     get_tool_call_status,
     thaw,
 )
+from chatkit_trace.pipeline import PROBLEM_STATES, READER_STOPPED, FrameState
 from chatkit_trace.views import END, NOT_ANALYSED, START, Row
 from chatkit_trace.visible import visible
 
@@ -46,6 +47,16 @@ __all__ = [
 
 IDEMPOTENT = ("duplicate-event", "no-change")
 #: status -> tone (a component style of the lists, a theme colour in panels)
+#: How a frame's state reads in the facts column where the frame has no
+#: facts (:class:`chatkit_trace.pipeline.FrameState`; any other: its name).
+STATE_LABEL: dict[str, str] = {
+    FrameState.ADMITTED: "no facts",
+    FrameState.EMPTY: "no event",
+    FrameState.DUPLICATE: "duplicate id",
+    FrameState.WRONG_SESSION: "wrong session",
+    **{state: state.replace("-", " ") for state in READER_STOPPED},
+}
+
 STATUS_TONE = {
     "completed": "success",
     "failed": "error",
@@ -190,7 +201,7 @@ def facts_cells(row: Row) -> list[Cell]:
         return [("·", "muted")]
     out: list[Cell] = []
     state = row.state or ""
-    if row.result_error is not None or state == "error":
+    if row.result_error is not None or state == FrameState.ERROR:
         kind = (row.result_error or row.frame_error or {}).get("kind", "error")
         out.append((f"✗ decode {kind}", "error"))
     facts = row.facts or []
@@ -220,22 +231,8 @@ def facts_cells(row: Row) -> list[Cell]:
         )
         out.append((f"lost {row.shadow} ({where})", "error"))
     elif not facts and not out:
-        label = {
-            "admitted": "no facts",
-            "outgoing": "outgoing",
-            "empty": "no event",
-            "duplicate": "duplicate id",
-            "unrouted": "unrouted",
-            "ignored": "ignored",
-            "wrong-session": "wrong session",
-            "after-terminal": "after terminal",
-            "after-error": "after error",
-        }.get(state, state or "·")
-        tone = (
-            "warning"
-            if state in ("unrouted", "after-terminal", "after-error", "wrong-session")
-            else "muted"
-        )
+        label = STATE_LABEL.get(state, state or "·")
+        tone = "warning" if state in PROBLEM_STATES else "muted"
         out.append((label, tone))
     return _join(out)
 

@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
+from chatkit_trace.pipeline import PROBLEM_STATES, FrameState
 from chatkit_trace.views import END, START, FactCell, FindingInfo, Row, RunInfo, Timeline, build_timeline, parse_ref, row_key
 from chatkit_trace.views.ahead import MIN_EVENTS
 from chatkit_trace.views.data import problem_frames
@@ -514,11 +515,7 @@ class RunScreen(Screen[None]):
         fr = m.frame if m is not None else None
         state = fr.state if fr is not None else d.get("state")
         if state:
-            tone = (
-                "$text-error"
-                if state in ("error", "after-terminal", "after-error", "unrouted", "wrong-session")
-                else "$text-muted"
-            )
+            tone = "$text-error" if state in PROBLEM_STATES else "$text-muted"
             head.append(f"[{tone}]{esc(state)}[/]")
         if d.get("start") is not None:
             head.append(f"[$text-muted]bytes {d['start']}–{d.get('end')}[/]")
@@ -592,7 +589,7 @@ class RunScreen(Screen[None]):
                 not fr.facts
                 and not fr.shadow
                 and not err
-                and fr.state == "admitted"
+                and fr.state == FrameState.ADMITTED
                 and not fr.unknown
             ):
                 lines.append("[$text-muted]decoded to no facts[/]")

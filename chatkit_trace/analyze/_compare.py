@@ -27,6 +27,7 @@ from ..core import (
     get_tool_call_status,
     thaw,
 )
+from ..pipeline import FrameState, ReaderStop
 from ._context import Context, frame_ref
 from ._finding import clip
 from ._shared import end_states, passive_input_runs, stop_notices
@@ -938,10 +939,10 @@ def _causes(ctx: Context) -> dict[tuple[str, str | None, str | None], dict[str, 
         out.setdefault(key, {"code": code, "reason": reason, "frame": frame_ref(rec.exchange_index, rec.frame_index),
                              "at": at(rec.exchange_index, rec.frame_index)})
     for ex in ctx.exchange_records():
-        if ex.reader_stop is None or ex.reader_stop[0] != "terminal":
+        if ex.reader_stop is None or ex.reader_stop[0] != ReaderStop.TERMINAL:
             continue
         for fr in ex.frames:
-            if fr.state != "after-terminal":
+            if fr.state != FrameState.AFTER_TERMINAL:
                 continue
             for fact in fr.shadow:
                 mid = _message_id(fact)

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ..adapters import Adapter
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS, Snapshot
-from ..pipeline import ExchangeRecord, FactRecord, FrameRecord, Replay, RunRecord
+from ..pipeline import ExchangeRecord, FactRecord, FrameRecord, FrameState, Replay, RunRecord
 from ..trace import Exchange
 from ._finding import Finding
 
@@ -89,7 +89,7 @@ class Context:
 
     def first_frame_of_run(self, session_id: str, run_id: str) -> str | None:
         for fr in self.replay.frames:
-            if fr.session_id == session_id and fr.run_id == run_id and fr.state != "outgoing":
+            if fr.session_id == session_id and fr.run_id == run_id and fr.state != FrameState.OUTGOING:
                 return frame_ref(fr.exchange_index, fr.frame_index)
         return None
 

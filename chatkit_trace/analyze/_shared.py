@@ -13,7 +13,7 @@ from typing import Any
 
 from ..adapters import PASSIVE_INPUT
 from ..core import TERMINAL_KINDS
-from ..pipeline import STREAMING, ExchangeRecord, FactRecord
+from ..pipeline import STREAMING, ExchangeRecord, FactRecord, ReaderStop
 from ..trace import Exchange
 from ._context import Context, frame_ref
 from ._finding import Finding, make_finding
@@ -99,7 +99,7 @@ def end_states(ctx: Context) -> Iterator[Ending]:
     for ex in ctx.exchange_records():
         e = ex.exchange
         if e.capability == "subscribe":
-            if e.end is None or e.end == "open" or (ex.reader_stop is not None and ex.reader_stop[0] == "error"):
+            if e.end is None or e.end == "open" or (ex.reader_stop is not None and ex.reader_stop[0] == ReaderStop.ERROR):
                 continue
             for run in ex.socket_runs.values():
                 if run.concluded or ctx.run_view(run.session_id, run.run_id) is None:
@@ -108,7 +108,7 @@ def end_states(ctx: Context) -> Iterator[Ending]:
             continue
         if e.capability not in STREAMING or ex.run_id is None or ex.concluded or ex.dispatch == "refused":
             continue
-        if ex.reader_stop is not None and ex.reader_stop[0] == "error":
+        if ex.reader_stop is not None and ex.reader_stop[0] == ReaderStop.ERROR:
             continue  # CK405 reports why the reader stopped
         last = frame_ref(e.index, e.frames[-1].index) if e.frames else frame_ref(e.index, None)
         yield Ending(ex, ex.session_id, ex.run_id, last, ex.end_marker_frame)

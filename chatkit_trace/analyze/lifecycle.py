@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..core import OUTPUT_KINDS, TERMINAL_KINDS
-from ..pipeline import STREAMING, FactRecord
+from ..pipeline import STREAMING, FactRecord, FrameState, ReaderStop
 from ..trace import Exchange, run_status
 from ._compare import consequence_sentence, consequences, ignored_stops
 from ._context import Context, analyzer, frame_ref
@@ -39,21 +39,21 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
     direct stream, a replay of what is already shown) are not findings.
     """
     for ex in ctx.exchange_records():
-        if ex.reader_stop is None or ex.reader_stop[0] not in ("terminal", "settled"):
+        if ex.reader_stop is None or ex.reader_stop[0] not in (ReaderStop.TERMINAL, ReaderStop.SETTLED):
             continue
-        settled = ex.reader_stop[0] == "settled"
+        settled = ex.reader_stop[0] == ReaderStop.SETTLED
         seen = _seen_event_ids(ctx, ex)
         lost = [
             fr
             for fr in ex.frames
-            if fr.state in ("after-terminal", "after-settled")
+            if fr.state in (FrameState.AFTER_TERMINAL, FrameState.AFTER_SETTLED)
             and _new_event(ctx, fr.exchange_index, fr.frame_index, seen, need_id=settled)
             and any(_is_output(f) for f in fr.shadow)
         ]
         if not lost:
             continue
         kinds = sorted({f.kind for fr in lost for f in fr.shadow if f.kind in OUTPUT_KINDS})
-        if ex.reader_stop[0] == "terminal":
+        if ex.reader_stop[0] == ReaderStop.TERMINAL:
             term = frame_ref(ex.exchange.index, ex.reader_stop[1])
             said = wire_event(ctx, term)
             message = (
@@ -89,7 +89,7 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         return (
             record is not None
             and record.reader_stop is not None
-            and record.reader_stop[0] == "terminal"
+            and record.reader_stop[0] == ReaderStop.TERMINAL
             and rec.frame_index == record.reader_stop[1]
         )
 

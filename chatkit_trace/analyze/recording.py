@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..pipeline import FrameState
 from ..trace import Exchange
 from ._context import Context, frame_ref
 from ._finding import Finding, make_finding
@@ -112,7 +113,7 @@ def gap_findings(ctx: Context, findings: list[Finding]) -> list[Finding]:
                 gaps.setdefault(key, []).append((ex.index, gap))
             affected.setdefault(ex.index, keys[0])
         for fr in rec.frames:
-            if fr.state == "over-limit":
+            if fr.state == FrameState.OVER_LIMIT:
                 key = (fr.session_id, fr.run_id) if fr.run_id is not None else keys[0]
                 limits.setdefault(key, []).append(_limit_note(rec, fr))
                 affected.setdefault(ex.index, key)

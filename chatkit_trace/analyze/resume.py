@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..pipeline import FrameState
 from ._context import Context, frame_ref
 
 __all__ = ["ResumeCheck", "Problem", "session_resumes", "repeat_frames", "skip_causes", "STREAM_CAPS"]
@@ -454,7 +455,7 @@ def what_the_ui_did(ctx: Context, check: ResumeCheck) -> tuple[str, dict[str, in
         fr = ctx.replay.frame(it.exchange, it.frame) if it.frame is not None else None
         if fr is None:
             continue
-        if fr.state == "duplicate":
+        if fr.state == FrameState.DUPLICATE:
             counts["dropped as duplicates"] += 1
         elif any(f.result.reason is not None and f.result.reason.value == "terminal-sealed" for f in fr.facts):
             counts["rejected terminal-sealed (their run had ended)"] += 1

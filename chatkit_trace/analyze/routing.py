@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..adapters import LIMITS, PASSIVE_INPUT
+from ..pipeline import FrameState
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from ._shared import passive_input_runs, reason_finding, route_of
@@ -23,7 +24,7 @@ def wrong_session(ctx: Context) -> Iterator[Finding]:
     for ex in ctx.exchange_records():
         by_session: dict[str | None, list] = defaultdict(list)
         for fr in ex.frames:
-            if fr.state == "wrong-session":
+            if fr.state == FrameState.WRONG_SESSION:
                 by_session[fr.session_id].append(fr)
         for sid, bad in by_session.items():
             other = bad[0].identity.session_id if bad[0].identity else None
@@ -45,7 +46,7 @@ def unroutable(ctx: Context) -> Iterator[Finding]:
     for ex in ctx.exchange_records():
         by_session: dict[str | None, list] = defaultdict(list)
         for fr in ex.frames:
-            if fr.state == "unrouted":
+            if fr.state == FrameState.UNROUTED:
                 by_session[fr.session_id].append(fr)
         for sid, bad in by_session.items():
             yield make_finding(
@@ -74,7 +75,7 @@ def split_run_ids(ctx: Context) -> Iterator[Finding]:
     :data:`PAIRING_WINDOW` seconds after it (a backend that mints its own id)."""
     passive: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
     for fr in ctx.frames():
-        if fr.identity is not None and fr.identity.starts_run and fr.state == "admitted":
+        if fr.identity is not None and fr.identity.starts_run and fr.state == FrameState.ADMITTED:
             passive[fr.session_id or ""].append((fr.at, fr.identity.run_id, frame_ref(fr.exchange_index, fr.frame_index)))
     with_facts = {(f.fact.session_id, f.fact.run_id) for f in ctx.facts()}
     for ex in ctx.exchange_records():

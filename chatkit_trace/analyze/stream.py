@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
-from ..pipeline import STREAMING
+from ..pipeline import STREAMING, FrameState
 from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
@@ -69,7 +69,7 @@ def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
     repeated = repeat_frames(ctx)
     per_run: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
     for fr in ctx.frames():
-        if fr.state == "duplicate" and (fr.exchange_index, fr.frame_index) not in repeated:
+        if fr.state == FrameState.DUPLICATE and (fr.exchange_index, fr.frame_index) not in repeated:
             # the id the pipeline used (on a WebSocket the event's own)
             per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), fr.event_id or "?"))
     for (sid, run_id), recs in rejections(ctx, "duplicate-event"):
@@ -210,13 +210,13 @@ def undecodable_frames(ctx: Context) -> Iterator[Finding]:
     wrong envelope); chatkit's reader stops there.  The detail has the
     bytes' location."""
     for ex in ctx.exchange_records():
-        errors = [fr for fr in ex.frames if fr.state == "error"]
+        errors = [fr for fr in ex.frames if fr.state == FrameState.ERROR]
         if not errors:
             continue
         fr = errors[0]
         err = fr.error
         loc = cast("DecodeError", err).to_json() if hasattr(err, "to_json") else {"message": str(err)}
-        after = sum(1 for f in ex.frames if f.state.startswith("after-error"))
+        after = sum(1 for f in ex.frames if f.state == FrameState.AFTER_ERROR)
         yield make_finding(
             "CK405",
             session_id=ex.session_id,
@@ -236,7 +236,7 @@ def unknown_event_types(ctx: Context) -> Iterator[Finding]:
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for fr in ctx.frames():
-        if fr.unknown and fr.state == "admitted":
+        if fr.unknown and fr.state == FrameState.ADMITTED:
             t = fr.event_type or "(untyped)"
             counts[t] += 1
             first.setdefault(t, frame_ref(fr.exchange_index, fr.frame_index))

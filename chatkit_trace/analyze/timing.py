@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..pipeline import STREAMING
+from ..pipeline import STREAMING, FrameState
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 
@@ -81,7 +81,7 @@ def _run_stalls(ex, limit: float) -> Iterator[Finding]:
     (a quiet socket between runs is no stall)."""
     per_run: dict[tuple, list] = {}
     for fr in ex.frames:
-        if fr.state == "outgoing" or fr.run_id is None:
+        if fr.state == FrameState.OUTGOING or fr.run_id is None:
             continue
         per_run.setdefault((fr.session_id, fr.run_id), []).append(fr)
     for (sid, run_id), frames in per_run.items():

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analyze import Finding
 from ..core import MessageFact, ReasoningPart, RuntimeMessage, RunView, Snapshot, TextPart, thaw
-from ..pipeline import FactRecord, FrameRecord, HistoryRecord, Replay, RunRecord
+from ..pipeline import FactRecord, FrameRecord, HistoryRecord, ReaderStop, Replay, RunRecord
 
 __all__ = ["RunSummary", "derived_rows", "fact_summary", "finding_rows", "run_summaries", "reader_stops", "unstarted_runs", "wait_span"]
 
@@ -169,7 +169,7 @@ def reader_stops(replay: Replay, indexes: Iterable[int]) -> dict[int, float]:
     out: dict[int, float] = {}
     for i in indexes:
         rec = replay.exchanges.get(i)
-        if rec is None or rec.reader_stop is None or rec.reader_stop[0] != "terminal":
+        if rec is None or rec.reader_stop is None or rec.reader_stop[0] != ReaderStop.TERMINAL:
             continue
         at = next((fr.at for fr in rec.frames if fr.frame_index == rec.reader_stop[1]), None)
         if at is not None:

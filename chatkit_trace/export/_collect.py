@@ -31,7 +31,7 @@ import msgspec
 
 from ..analyze import Finding
 from ..derive import Deriver, RunSummary, SessionDerivation, fact_summary, run_summaries
-from ..pipeline import DEFAULT_SESSION, STREAMING, FrameRecord
+from ..pipeline import DEFAULT_SESSION, STREAMING, FrameRecord, FrameState
 from ..trace import Exchange
 from .genai import GenAI, GenAIReader, operation_of
 
@@ -322,7 +322,7 @@ def _run_out(ctx: _SessionContext, d: SessionDerivation, run: RunSummary, frames
         if ex.capability in STREAMING:
             reader.request(ex.request_body)
     raw = {(ex.index, f.index): f for ex in exs for f in ex.frames}
-    incoming = [fr for fr in frames if fr.state != "outgoing"]
+    incoming = [fr for fr in frames if fr.state != FrameState.OUTGOING]
     for fr in incoming:
         f = raw.get((fr.exchange_index, fr.frame_index))
         if f is not None:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..masking import mask_derived_doc, mask_derived_json
+from ..pipeline import PROBLEM_STATES, FrameState
 from ..visible import json_safe, visible, xml_text
 
 __all__ = ["HtmlWriter", "frame_link", "template"]
@@ -91,7 +92,7 @@ class HtmlWriter:
                     "warnings": _warnings(index),
                     "summary": summary_table(index),
                     "index": _script_json(index),
-                    "js": template("report.js"),
+                    "js": _script(),
                 },
             )
         )
@@ -99,6 +100,13 @@ class HtmlWriter:
 
     def abort(self) -> None:
         self.file.close()
+
+
+def _script() -> str:
+    """report.js with the frame states it marks as problems
+    (:data:`chatkit_trace.pipeline.PROBLEM_STATES`, in their declared order)."""
+    states = [str(s) for s in FrameState if s in PROBLEM_STATES]
+    return _fill(template("report.js"), {"problem_states": "[" + ", ".join(f"'{s}'" for s in states) + "]"})
 
 
 def _meta(index: dict[str, Any]) -> str:

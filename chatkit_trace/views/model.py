@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chatkit_trace.core import TERMINAL_STATUSES
+from chatkit_trace.pipeline import FrameState
 from chatkit_trace.trace import RECORDING_INCOMPLETE, run_status
 
 __all__ = [
@@ -288,9 +289,9 @@ class Row:
     @property
     def problem(self) -> str | None:
         """``rejected`` / ``error`` / ``lost`` when the row shows something wrong."""
-        if self.frame_error is not None and self.state in (None, "error"):
+        if self.frame_error is not None and self.state in (None, FrameState.ERROR):
             return "error"
-        if self.result_error is not None or self.state == "error":
+        if self.result_error is not None or self.state == FrameState.ERROR:
             return "error"
         for f in self.facts or ():
             if not f.accepted and f.reason not in ("duplicate-event", "no-change"):

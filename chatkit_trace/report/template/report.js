@@ -14,7 +14,7 @@
   const RUNS = INDEX.runs;
   const FINDINGS = INDEX.findings;
   const IDEMPOTENT = new Set(['duplicate-event', 'no-change']);
-  const BAD_STATES = new Set(['error', 'after-terminal', 'after-error', 'after-settled', 'after-concurrent', 'unrouted', 'wrong-session']);
+  const BAD_STATES = new Set({{problem_states}});
   const ROW_H = 24;
 
   // ------------------------------------------------------------------ helpers
