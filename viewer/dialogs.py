@@ -362,7 +362,7 @@ class ExportScreen(ModalScreen[None]):
                 self.run.session_id,
                 [self.run.run_id],
                 profile=viewer.user_profile,
-            )  # type: ignore[misc]
+            )
             target.write_text(dumps_fixture(result.fixture), "utf-8")
             warn = "".join(f"\n[$text-warning]warning: {esc(w)}[/]" for w in result.warnings)
             text = f"[$text-success]exported[/] run {esc(self.run.run_id)} to [b]{esc(target)}[/b]{warn}\n\n[$text-muted]Enter or Esc to close[/]"
@@ -378,7 +378,7 @@ class ExportScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def _exporter():  # type: ignore[no-untyped-def]
+def _exporter() -> Any:
     """``chatkit_trace.fixtures.export_fixture``, when this installation has it."""
     try:
         from chatkit_trace import fixtures

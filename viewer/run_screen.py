@@ -85,7 +85,8 @@ def fact_brief(fact: dict[str, Any]) -> str:
 
 def _fact_json(f: Any) -> dict[str, Any]:
     try:
-        return f.to_json()
+        data: dict[str, Any] = f.to_json()
+        return data
     except Exception:  # noqa: BLE001
         return {"kind": getattr(f, "kind", "?")}
 

@@ -115,7 +115,7 @@ class VirtualList(ScrollView, can_focus=True):
         self, *, name: str | None = None, id: str | None = None, classes: str | None = None
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self._strips: LRU = LRU(512)
+        self._strips: LRU[tuple[int, int, bool, bool], Strip] = LRU(512)
         self._tones: dict[str, Style] = {}
         self._combos: dict[Any, Style] = {}  # row styles and row style + tone, made once
         self._count = 0

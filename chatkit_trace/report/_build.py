@@ -65,7 +65,8 @@ def _error_json(err: Any) -> dict[str, Any] | None:
     if err is None:
         return None
     if hasattr(err, "to_json"):
-        return err.to_json()
+        data: dict[str, Any] = err.to_json()
+        return data
     return {"kind": "decode", "message": str(err)}
 
 

@@ -60,8 +60,8 @@ class TraceData:
     def __init__(self, path: str | Path, derived_path: str | Path | None = None) -> None:
         self.reader = TraceReader(path, derived_path)
         self.path = self.reader.path
-        self.page_cache: LRU = LRU(64)
-        self._exchange_cache: LRU = LRU(4096)
+        self.page_cache: LRU[tuple[int, int, int], tuple[Timeline, list[Row]]] = LRU(64)
+        self._exchange_cache: LRU[int, ExchangeInfo] = LRU(4096)
         self._lock = threading.Lock()
         self.generation = 0  # bumped when the data changed (live tail, analysis)
 
@@ -309,8 +309,7 @@ class TraceData:
         with self._lock:
             cached = self.page_cache.get(key)
         if cached is not None and cached[0] is timeline:
-            rows_cached: list[Row] = cached[1]
-            return rows_cached
+            return cached[1]
         rows: list[Row] = []
         for _, ex, first, count in timeline.pieces(number * PAGE, (number + 1) * PAGE):
             info = timeline.exchanges.get(ex) or self.exchange(ex)

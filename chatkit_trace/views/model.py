@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from chatkit_trace.core import TERMINAL_STATUSES
@@ -83,7 +83,11 @@ def parse_ref(ref: str) -> tuple[int, int]:
     return int(a), ((END if b == "end" else int(b)) if sep else START)
 
 
-class LRU(OrderedDict):  # type: ignore[type-arg]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class LRU(OrderedDict[_K, _V], Generic[_K, _V]):
     """A bounded mapping: the least recently used entry goes first.
 
     ``maxweight`` also bounds the sum of the entries' weights (e.g. bytes).
@@ -94,9 +98,9 @@ class LRU(OrderedDict):  # type: ignore[type-arg]
         self.maxsize = maxsize
         self.maxweight = maxweight
         self.weight = 0.0
-        self._weights: dict[Any, float] = {}
+        self._weights: dict[_K, float] = {}
 
-    def get(self, key: Any, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: _K, default: _V | None = None) -> _V | None:  # type: ignore[override]
         try:
             value = self[key]
         except KeyError:
@@ -104,7 +108,7 @@ class LRU(OrderedDict):  # type: ignore[type-arg]
         self.move_to_end(key)
         return value
 
-    def put(self, key: Any, value: Any, weight: float = 0.0) -> None:
+    def put(self, key: _K, value: _V, weight: float = 0.0) -> None:
         self.weight += weight - self._weights.pop(key, 0.0)
         if weight:
             self._weights[key] = weight

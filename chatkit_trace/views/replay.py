@@ -236,7 +236,7 @@ class SessionReplayer:
         self.every = every
         self.max_checkpoints = max_checkpoints
         self.max_bytes = max_bytes
-        self.cache: LRU = LRU(cache_size, max_cache_bytes)
+        self.cache: LRU[Key, Moment] = LRU(cache_size, max_cache_bytes)
         self._lock = threading.Lock()  # the cache is read by the UI thread
         #: held while a thread replays (the worker, or the UI thread's short cut)
         self._busy = threading.Lock()
@@ -301,7 +301,8 @@ class SessionReplayer:
         return buf.getvalue()
 
     def portable_load(self, blob: bytes) -> Replayer:
-        return PortableUnpickler(io.BytesIO(blob), self._named(), lambda e: _LazyFrames(self.data, e)).load()
+        rp: Replayer = PortableUnpickler(io.BytesIO(blob), self._named(), lambda e: _LazyFrames(self.data, e)).load()
+        return rp
 
     def add_remote(self, key: Key | None, position: int, blob: bytes) -> None:
         """A state the child replayed to; every other one is dropped past ``max_bytes``."""
