@@ -184,25 +184,27 @@ class Encoder:
 
     def encode(self, data: bytes) -> bytes:
         c = self.coding
+        out: bytes = data
         if c in ("gzip", "x-gzip", "deflate"):
-            return self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
-        if c == "br":
-            return self._z.process(data) + self._z.flush()
-        if c == "zstd":
+            out = self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
+        elif c == "br":
+            out = self._z.process(data) + self._z.flush()
+        elif c == "zstd":
             import zstandard
 
-            return self._z.compress(data) + self._z.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
-        return data
+            out = self._z.compress(data) + self._z.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        return out
 
     def finish(self) -> bytes:
         c = self.coding
+        out: bytes = b""
         if c in ("gzip", "x-gzip", "deflate"):
-            return self._z.flush()
-        if c == "br":
-            return self._z.finish()
-        if c == "zstd":
-            return self._z.flush()
-        return b""
+            out = self._z.flush()
+        elif c == "br":
+            out = self._z.finish()
+        elif c == "zstd":
+            out = self._z.flush()
+        return out
 
 
 # ---------------------------------------------------------------------- corruption

@@ -26,6 +26,7 @@ from .core import ChatkitTraceError
 from .errors import TraceInputError
 from .route.profiles import resolve_adapter
 from .store import TraceStore
+from .trace import Exchange
 
 __all__ = ["LoadedTrace", "open_trace", "reclassify", "resolve_adapter", "TraceInputError", "kind_of"]
 
@@ -47,7 +48,7 @@ class LoadedTrace:
     #: the exchanges were re-classified with ``--profile`` (into a temporary copy)
     reclassified: bool = False
 
-    def exchanges(self, *, with_frames: bool = True):
+    def exchanges(self, *, with_frames: bool = True) -> list[Exchange]:
         return list(self.store.exchanges(with_frames=with_frames))
 
     def close(self, *, keep: bool = False) -> None:
@@ -165,12 +166,12 @@ def _needs_reclassify(profile: Any, store: TraceStore) -> bool:
         return not classified
     spec = meta.get("profile_spec")
     if isinstance(spec, dict):
-        return spec != profile.model_dump(mode="json", by_alias=True)
+        return bool(spec != profile.model_dump(mode="json", by_alias=True))
     recordings = meta.get("recordings")
     last = recordings[-1] if isinstance(recordings, list) and recordings and isinstance(recordings[-1], dict) else {}
     name = meta.get("profile") or last.get("profile")
     if name:
-        return name != profile.name
+        return bool(name != profile.name)
     return not classified
 
 
@@ -193,7 +194,7 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
         if profile is None:
             raise TraceInputError(f"{p} is a {kind.upper()} file: pass --profile to say which protocol it speaks")
         try:
-            from .capture.importer import import_file  # type: ignore[attr-defined]
+            from .capture.importer import import_file
         except ImportError as err:  # pragma: no cover - the importer ships with the package
             raise TraceInputError(f"cannot import {kind} files: {err}") from None
         store = TraceStore(_temp_db(), create=True)

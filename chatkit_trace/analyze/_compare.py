@@ -27,7 +27,7 @@ from ..core import (
     get_tool_call_status,
     thaw,
 )
-from ..pipeline import FrameState, ReaderStop
+from ..pipeline import FrameState, HistoryRecord, ReaderStop
 from ._context import Context, frame_ref
 from ._finding import clip
 from ._shared import end_states, passive_input_runs, stop_notices
@@ -76,7 +76,7 @@ def visible(part: Any) -> dict[str, Any]:
     return {}
 
 
-def _content_key(msg: RuntimeMessage) -> tuple:
+def _content_key(msg: RuntimeMessage) -> tuple[Any, ...]:
     return (msg.role, tuple((p.type, repr(sorted(visible(p).items()))) for p in msg.parts))
 
 
@@ -378,7 +378,7 @@ class Comparison:
 
     session_id: str
     run_id: str | None
-    history: Any  # pipeline.HistoryRecord
+    history: HistoryRecord
     #: What the read covers: session, run or page.
     scope: str
     #: How the run stood: ``fact`` (settled live before the read), ``history``

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ __all__ = ["MAX_FRAMES", "Ending", "end_states", "passive_input_runs", "reason_f
 MAX_FRAMES = 20
 
 
-def rejections(ctx: Context, reason: str, keep=lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
+def rejections(ctx: Context, reason: str, keep: Callable[[FactRecord], bool] = lambda rec: True) -> Iterator[tuple[tuple[str, str], list[FactRecord]]]:
     """Facts rejected for ``reason``, grouped per (session, run), in order.
     Not those of events a resumed subscription repeated: CK404 reports the
     resume, and what the Core did with its repeats (one cause, one verdict)."""
@@ -50,7 +50,7 @@ def refs(records: Iterable[FactRecord]) -> list[str]:
     return out
 
 
-def reason_finding(code: str, reason: str, message: str, ctx: Context, keep=lambda rec: True) -> Iterator[Finding]:
+def reason_finding(code: str, reason: str, message: str, ctx: Context, keep: Callable[[FactRecord], bool] = lambda rec: True) -> Iterator[Finding]:
     for (sid, run_id), recs in rejections(ctx, reason, keep):
         first = recs[0]
         yield make_finding(
@@ -142,7 +142,7 @@ def stop_notices(ctx: Context) -> set[int]:
 _ID_SEGMENT = re.compile(r"^[0-9a-f-]{8,}$|^\d+$", re.I)
 
 
-def route_of(ex) -> str:
+def route_of(ex: ExchangeRecord) -> str:
     """A route label without its ids: ``GET /sessions/{id}/runs/{id}/events``."""
     e = ex.exchange
     parts = []

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from ..core import OUTPUT_KINDS, TERMINAL_KINDS
-from ..pipeline import STREAMING, FactRecord, FrameState, ReaderStop
+from ..core import OUTPUT_KINDS, TERMINAL_KINDS, DeltaFact, Fact
+from ..pipeline import STREAMING, ExchangeRecord, FactRecord, FrameRecord, FrameState, ReaderStop
 from ..trace import Exchange, run_status
 from ._compare import consequence_sentence, consequences, ignored_stops
 from ._context import Context, analyzer, frame_ref
@@ -143,7 +144,7 @@ def output_after_terminal(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _seen_event_ids(ctx: Context, ex) -> set[str]:
+def _seen_event_ids(ctx: Context, ex: ExchangeRecord) -> set[str]:
     """Outer event ids of the run's frames delivered before this exchange's
     reader stopped: on its other exchanges, and on this one up to the stop."""
     out: set[str] = set()
@@ -171,8 +172,8 @@ def _new_event(ctx: Context, exchange_index: int | None, frame_index: int | None
     return event_id not in seen
 
 
-def _is_output(fact) -> bool:
-    if fact.kind == "delta":
+def _is_output(fact: Fact) -> bool:
+    if isinstance(fact, DeltaFact):
         return bool(fact.delta)
     return fact.kind in OUTPUT_KINDS
 
@@ -212,11 +213,11 @@ def concluded_routes(ctx: Context) -> dict[str, int]:
             n = int(cap in STREAMING and ex.concluded and completed(ex.session_id, ex.run_id))
         if n:
             out[route_of(ex)] += n
-    ctx.cache["concluded_routes"] = dict(out)
-    return ctx.cache["concluded_routes"]
+    routes = ctx.cache["concluded_routes"] = dict(out)
+    return routes
 
 
-def _paused_for_client(frames) -> str | None:
+def _paused_for_client(frames: Sequence[FrameRecord]) -> str | None:
     """The frame where this stream handed its run to the client: the last
     phase it set was ``awaiting-input`` (the OpenAI tool loop's
     ``finish_reason: tool_calls``, ADK long-running tools, a Hermes
@@ -271,7 +272,7 @@ def ended_without_conclusion(ctx: Context) -> Iterator[Finding]:
     backend defect, not a limit of the protocol).  Failed or interrupted
     ends do not count (stock ADK sends an error event, never a completion).
     """
-    by_history: dict[str, list] = defaultdict(list)
+    by_history: dict[str, list[tuple[Ending, str]]] = defaultdict(list)
     for end in end_states(ctx):
         e = end.exchange
         if _continued_later(ctx, end):
@@ -375,9 +376,9 @@ def _close(e: Exchange) -> str:
     return "cleanly"
 
 
-def _settling_read(ctx: Context, session_id: str, run_id: str) -> str | None:
+def _settling_read(ctx: Context, session_id: str | None, run_id: str) -> str | None:
     """The read (``exchange`` or ``exchange:frame``) that settled a run, if a read did."""
-    s = ctx.replay.sessions.get(session_id)
+    s = ctx.replay.sessions.get(session_id) if session_id is not None else None  # None: no such session
     rec = s.runs.get(run_id) if s is not None else None
     if s is None or rec is None or rec.settled_at is None:
         return None
@@ -441,7 +442,7 @@ def stop_by_close_unconfirmed(ctx: Context) -> Iterator[Finding]:
     stop (no terminal follows a closed stream) and no history read settled
     it.  A limit of the protocol, not a broken connection (no CK103).  Not a
     run a later read shows the backend kept generating (CK118)."""
-    routes: dict[str, list] = defaultdict(list)
+    routes: dict[str, list[ExchangeRecord]] = defaultdict(list)
     ignored = ignored_stops(ctx)
     for ex in ctx.exchange_records():
         if not ex.stopped_by_close or ex.session_id is None or ex.run_id is None:
@@ -542,7 +543,7 @@ def stop_without_end(ctx: Context) -> Iterator[Finding]:
 
 
 
-def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) -> tuple[str, dict]:
+def _history_note(ctx: Context, sid: str | None, run_id: str | None, code: str) -> tuple[str, dict[str, Any]]:
     found = consequences(ctx, sid, run_id, code)
     if not found:
         return "", {}
@@ -597,7 +598,7 @@ _UI_ON_FAILURE = {
 }
 
 
-def _error_text(e) -> str | None:
+def _error_text(e: Exchange) -> str | None:
     """The server's error message in a failed response's JSON body, if any."""
     try:
         doc = e.response_json()

@@ -425,7 +425,7 @@ def repeat_frames(ctx: Context) -> set[tuple[int, int | None]]:
         cached = ctx.cache["resume_repeat_frames"] = {
             (it.exchange, it.frame) for c in session_resumes(ctx) for it in (*c.repeats, *c.reordered)
         }
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 def skip_causes(ctx: Context) -> dict[tuple[str, str | None], dict[str, Any]]:

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from ..adapters import LIMITS, PASSIVE_INPUT
-from ..pipeline import FrameState
+from ..pipeline import FrameRecord, FrameState
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 from ._shared import passive_input_runs, reason_finding, route_of
@@ -22,7 +22,7 @@ def wrong_session(ctx: Context) -> Iterator[Finding]:
     contextId that differs from the session): the Core rejects it wrong-session."""
     yield from reason_finding("CK501", "wrong-session", "{n} event(s) named another session and were rejected wrong-session.", ctx)
     for ex in ctx.exchange_records():
-        by_session: dict[str | None, list] = defaultdict(list)
+        by_session: dict[str | None, list[FrameRecord]] = defaultdict(list)
         for fr in ex.frames:
             if fr.state == FrameState.WRONG_SESSION:
                 by_session[fr.session_id].append(fr)
@@ -44,7 +44,7 @@ def unroutable(ctx: Context) -> Iterator[Finding]:
     """CK502 (R11.2, R11.7): a subscription event carries no run identity and
     cannot be routed (end and error events must carry it too)."""
     for ex in ctx.exchange_records():
-        by_session: dict[str | None, list] = defaultdict(list)
+        by_session: dict[str | None, list[FrameRecord]] = defaultdict(list)
         for fr in ex.frames:
             if fr.state == FrameState.UNROUTED:
                 by_session[fr.session_id].append(fr)

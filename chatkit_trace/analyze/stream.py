@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
-from ..pipeline import STREAMING, FrameState
+from ..pipeline import STREAMING, ExchangeRecord, FrameRecord, FrameState
 from ._compare import consequence_sentence, consequences
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def no_outer_event_ids(ctx: Context) -> Iterator[Finding]:
     """CK401 (R3.2, R11.7; info, once per trace and route): events carry no
     outer event id (SSE ``id:``), so neither deduplication nor resume can work."""
-    routes: dict[str, list] = defaultdict(list)
+    routes: dict[str, list[tuple[ExchangeRecord, FrameRecord]]] = defaultdict(list)
     for ex in ctx.exchange_records():
         if ex.exchange.capability not in STREAMING + ("subscribe",):
             continue
@@ -47,7 +47,7 @@ def no_outer_event_ids(ctx: Context) -> Iterator[Finding]:
         )
 
 
-def _has_text(ex, index: int) -> bool:
+def _has_text(ex: ExchangeRecord, index: int) -> bool:
     """Whether the recorded frame ``index`` of an exchange record is text."""
     frames = ex.exchange.frames
     f = frames[index] if index < len(frames) and frames[index].index == index else next((f for f in frames if f.index == index), None)
@@ -67,13 +67,13 @@ def duplicates_dropped(ctx: Context) -> Iterator[Finding]:
     from .resume import repeat_frames
 
     repeated = repeat_frames(ctx)
-    per_run: dict[tuple, list[tuple[str, str]]] = defaultdict(list)
+    per_run: dict[tuple[str | None, str | None], list[tuple[str, str]]] = defaultdict(list)
     for fr in ctx.frames():
         if fr.state == FrameState.DUPLICATE and (fr.exchange_index, fr.frame_index) not in repeated:
             # the id the pipeline used (on a WebSocket the event's own)
             per_run[(fr.session_id, fr.run_id)].append((frame_ref(fr.exchange_index, fr.frame_index), fr.event_id or "?"))
-    for (sid, run_id), recs in rejections(ctx, "duplicate-event"):
-        per_run[(sid, run_id)].extend((frame_ref(r.exchange_index, r.frame_index), r.fact.event_id or "?") for r in recs)
+    for key, recs in rejections(ctx, "duplicate-event"):
+        per_run[key].extend((frame_ref(r.exchange_index, r.frame_index), r.fact.event_id or "?") for r in recs)
     for (sid, run_id), items in per_run.items():
         ids = sorted({eid for _, eid in items})
         yield make_finding(

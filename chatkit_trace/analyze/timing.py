@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
-from ..pipeline import STREAMING, FrameState
+from ..pipeline import STREAMING, ExchangeRecord, FrameRecord, FrameState
+from ..wire import Frame
 from ._context import Context, analyzer, frame_ref
 from ._finding import Finding, make_finding
 
 
-def _incoming(ex):
+class _Timed(Protocol):
+    """A frame or a frame record: when it arrived."""
+
+    @property
+    def at(self) -> float: ...
+
+
+def _incoming(ex: ExchangeRecord) -> list[Frame]:
     return [f for f in ex.exchange.frames if f.direction == "in" and f.text is not None]
 
 
@@ -63,7 +71,7 @@ def stalls(ctx: Context) -> Iterator[Finding]:
             )
 
 
-def _longest_gap(frames: list, limit: float) -> tuple[float, Any, Any, int] | None:
+def _longest_gap(frames: Sequence[_Timed], limit: float) -> tuple[float, Any, Any, int] | None:
     """The longest gap between consecutive frames when it exceeds ``limit``:
     ``(seconds, frame before, frame after, gaps over the limit)``."""
     gaps = [(b.at - a.at, a, b) for a, b in zip(frames, frames[1:], strict=False)]
@@ -75,11 +83,11 @@ def _longest_gap(frames: list, limit: float) -> tuple[float, Any, Any, int] | No
     return gap, a, b, sum(1 for g in gaps if g[0] > limit)
 
 
-def _run_stalls(ex, limit: float) -> Iterator[Finding]:
+def _run_stalls(ex: ExchangeRecord, limit: float) -> Iterator[Finding]:
     """On a subscription (a socket): the gaps between consecutive events of
     each run it carried, from the run's start until its end on the stream
     (a quiet socket between runs is no stall)."""
-    per_run: dict[tuple, list] = {}
+    per_run: dict[tuple[str | None, str], list[FrameRecord]] = {}
     for fr in ex.frames:
         if fr.state == FrameState.OUTGOING or fr.run_id is None:
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ..adapters import LIMITS, REASONING, TOOL_ARGS, TOOL_RESULT, fallback_sent
 from ..core import (
@@ -303,7 +304,7 @@ def reasoning_limit(ctx: Context) -> Iterator[Finding]:
     repeats the answer's text) and a later history read holds it.  The UI
     shows the answer without it until a refresh; the difference is no CK201
     (it is set apart as a limit).  Stated only where a read showed it."""
-    routes: dict[str, dict[str, list]] = {}
+    routes: dict[str, dict[str, list[Any]]] = {}
     for c in comparisons(ctx):
         if not any(x["code"] == "CK308" for d in c.limited for x in d.get("limit", [])):
             continue

@@ -130,7 +130,7 @@ class LiveDeriver:
     # ------------------------------------------------------------------ work
 
     def backlog(self) -> tuple[int, int]:
-        return self.store.derivation_backlog()  # type: ignore[no-any-return]
+        return self.store.derivation_backlog()
 
     def changed(self) -> bool:
         """Whether another connection committed since the last look."""
@@ -321,7 +321,7 @@ class LiveDeriver:
         """The session's findings, by the analysis ``check`` runs (so the
         per-run log line and ``check`` say the same thing)."""
         try:
-            return deriver.analyse(derived)  # type: ignore[no-any-return]
+            return deriver.analyse(derived)
         except Exception as err:  # noqa: BLE001 - the log line then says so
             self._internal_error("analyze", err)
             return []

@@ -569,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
         task = progress_ctx.add_task(src.name, total=None)
 
         def update(done: int, total: int) -> None:
-            progress_ctx.update(task, completed=done, total=total)  # type: ignore[union-attr]
+            progress_ctx.update(task, completed=done, total=total)
 
     store = None
     try:

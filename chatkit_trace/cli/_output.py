@@ -50,8 +50,8 @@ class _Masked:
 def guarded() -> Iterator[None]:
     """Standard output and error masked (:class:`_Masked`) until the block ends."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout = _Masked(out)  # type: ignore[assignment]
-    sys.stderr = _Masked(err)  # type: ignore[assignment]
+    sys.stdout = _Masked(out)
+    sys.stderr = _Masked(err)
     try:
         yield
     finally:

@@ -15,7 +15,7 @@ from .record import addon_path
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "addon-path",
         help="print the path of the installed mitmproxy addon script (for mitmdump/mitmweb -s)",

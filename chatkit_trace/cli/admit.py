@@ -216,7 +216,8 @@ class Outcome:
         return sum(1 for r in self.lines if r.expect is not None)
 
     def snapshot_json(self) -> dict[str, Any]:
-        return self.snapshot.to_json()
+        doc: dict[str, Any] = self.snapshot.to_json()
+        return doc
 
 
 @dataclass(frozen=True)
@@ -729,7 +730,7 @@ def render_text(outcome: Outcome, width: int | None = None) -> str:
 # --------------------------------------------------------------------------- command line
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ops = "\n".join(
         f"  {op:<19} {', '.join([*spec.required, *(f'[{k}]' for k in spec.optional)]) or '-'}"
         for op, spec in OPS.items()

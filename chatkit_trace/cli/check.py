@@ -19,14 +19,17 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from ..analyze import CATALOGUE, SEVERITIES, Finding, Options, severity_rank
 from ..errors import NothingToJudge, UsageError
 from ..masking import mask_derived, mask_derived_json
 from ..visible import xml_safe
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 __all__ = [
     "add_parser",
@@ -51,7 +54,7 @@ AUTO_FRAMES = 50_000
 AUTO_INPUTS = 8
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "check",
         help="report findings; exit 1 when one is at or above --fail-on (a CI gate)",
@@ -338,9 +341,10 @@ class _session_progress:
     """A rich progress bar over sessions on a terminal; nothing when piped."""
 
     def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.progress = total, enabled and total > 1, None
+        self.total, self.enabled = total, enabled and total > 1
+        self.progress: Progress | None = None
 
-    def __enter__(self):  # type: ignore[no-untyped-def]
+    def __enter__(self) -> Callable[[Any], None]:
         if not self.enabled:
             return lambda derived: None
         from rich.console import Console
@@ -352,15 +356,15 @@ class _session_progress:
             TimeRemainingColumn,
         )
 
-        self.progress = Progress(
+        progress = self.progress = Progress(
             TextColumn("analysing sessions"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
             console=Console(stderr=True), transient=True,
         )
-        self.progress.start()
-        task = self.progress.add_task("sessions", total=self.total)
-        return lambda derived: self.progress.advance(task)
+        progress.start()
+        task = progress.add_task("sessions", total=self.total)
+        return lambda derived: progress.advance(task)
 
-    def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+    def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
             self.progress.stop()
 

@@ -26,7 +26,7 @@ from typing import Any
 CELL = 160
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "diff",
         help="live snapshot vs history, side by side (R8.4); exit 0 isomorphic, 1 differences, 2 trouble",

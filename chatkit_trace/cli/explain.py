@@ -26,7 +26,7 @@ __all__ = ["add_parser", "run", "explain_text", "wire_text"]
 TERMS = ("completed", "failed", "interrupted", "output", "event id")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "explain",
         help="what a finding code or rule number means, with a worked example",

@@ -26,7 +26,7 @@ from ..errors import NothingToJudge, UsageError
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
         help="export a session as a conformance fixture (*.chatkit.json), or traces as OpenTelemetry spans (--otlp) "

@@ -54,7 +54,7 @@ def generate(name: str, dest: Path) -> list[Path]:
     return written
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "new-adapter",
         help="create a package skeleton for a new protocol adapter (protocol, scripted backend, profile, tests)",

@@ -35,7 +35,7 @@ def addon_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(chatkit_trace.__file__)), "addon.py")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "record",
         help="record a chat backend's traffic through mitmproxy (reverse proxy in front of --upstream)",

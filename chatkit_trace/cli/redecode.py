@@ -22,7 +22,7 @@ from ..errors import UsageError
 from .check import AUTO_FRAMES
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "redecode",
         help="recompute facts and findings from the stored frames and store them in the trace",

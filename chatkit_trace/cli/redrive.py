@@ -20,7 +20,7 @@ from ..errors import UsageError
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "redrive",
         help="send a fixture's recorded requests to a live backend and compare the structure; exit 1 on a regression",

@@ -19,7 +19,7 @@ from ..errors import UsageError
 __all__ = ["add_parser", "expand", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "replay",
         help="replay fixtures through the current adapter and Core; exit 1 with a diff when one changed",

@@ -18,7 +18,7 @@ from ..errors import UsageError
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
         help="write a self-contained HTML report (runs, frames, snapshots, findings) to share",

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ..views import RunInfo
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ..trace import RUN_STATUSES, STREAM_STATES
 
     p = sub.add_parser(
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(run=run)
 
 
-def collect(path: str, profile: str | None = None) -> list[dict]:
+def collect(path: str, profile: str | None = None) -> list[dict[str, Any]]:
     """One row per run, as ``check`` derives the trace (the same engine, the
     same findings), a run the Core never started included (``not started``);
     each line made as the viewer and the report make theirs

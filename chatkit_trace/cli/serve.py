@@ -20,7 +20,7 @@ from ..errors import UsageError
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve",
         help="serve a recording or fixture as a fake backend (recorded routes, recorded responses and timing)",

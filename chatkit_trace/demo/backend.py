@@ -765,7 +765,7 @@ async def serve(host: str, port: int, *, pace_ms: float, hold_ms: float) -> None
         await asyncio.Event().wait()
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo-backend",
         help="serve the demo backend (chatkit's example protocol, with switchable bugs) until Ctrl-C",

@@ -47,7 +47,7 @@ __all__ = ["PROTOCOLS", "DemoReport", "RecordingProxy", "add_parser", "first_fin
 PROTOCOLS: dict[str, str] = {"myproto": "myproto"}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
         help="record a built-in demo backend with switchable bugs, show the findings, open the viewer",
