@@ -1,4 +1,4 @@
-"""How the recorder's processes talk: length-prefixed pickles over pipes.
+"""How the recorder's processes talk: length-prefixed batches of typed messages over pipes.
 
 The proxy (mitmdump with the addon) starts two processes of the Python it
 runs under (docs/recording.md "How it stays out of the way")::
@@ -8,17 +8,18 @@ runs under (docs/recording.md "How it stays out of the way")::
     proxy --stdin pipe--> deriver (options, "final")
     proxy <--stdout pipe-- deriver (log lines, mitmweb marks)
 
-The writer and the deriver share nothing but the trace file.  A message is
-any picklable object; on the wire it is an 8-byte little-endian length and
-the pickle.  Pipes never touch the disk, so the unredacted bytes the proxy
-hands to the writer are never written anywhere before the writer has
-redacted them (docs/recording.md "Redaction").
+The writer and the deriver share nothing but the trace file.  What crosses a
+pipe is a batch (a list) of the messages of :mod:`._messages`; on the wire a
+batch is an 8-byte little-endian length and its MessagePack encoding.  Pipes
+never touch the disk, so the unredacted bytes the proxy hands to the writer
+are never written anywhere before the writer has redacted them
+(docs/recording.md "Redaction").
 
 A child is started as ``python -P -m chatkit_trace.capture._child writer``
 (or ``deriver``): ``-P`` keeps the current folder off ``sys.path``, and
 ``PYTHONPATH`` starts with the folder of the very ``chatkit_trace`` package
 the proxy imported, so both sides run the same code.  The first message
-(``("hello", sys.path)``) adds the proxy's other import paths, so an
+(:class:`~._messages.Hello`) adds the proxy's other import paths, so an
 adapter the proxy could import (``chatkit_profile=module:Class``) imports
 in the child too.
 """
@@ -26,15 +27,18 @@ in the child too.
 from __future__ import annotations
 
 import os
-import pickle
 import select
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from ._messages import ToDeriver, ToProxy, ToWriter, Undecodable
 
 __all__ = ["HEADER", "Unpacker", "pack", "read_some", "spawn", "write_all"]
 
@@ -43,24 +47,33 @@ HEADER = struct.Struct("<Q")
 #: raise it to /proc/sys/fs/pipe-max-size, 1 MiB by default).
 PIPE_SIZE = 1 << 20
 
+_ENCODER = msgspec.msgpack.Encoder()
 
-def pack(obj: Any) -> bytes:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+M = TypeVar("M")
+
+
+def pack(messages: Sequence[Any]) -> bytes:
+    """One batch of messages, framed for a pipe."""
+    data = _ENCODER.encode(messages)
     return HEADER.pack(len(data)) + data
 
 
-class Unpacker:
-    """Bytes in (as they come off a pipe), whole messages out."""
+class Unpacker(Generic[M]):
+    """Bytes in (as they come off a pipe), whole messages out: every message
+    of each whole batch, decoded as ``union`` (:data:`~._messages.ToWriter`,
+    :data:`~._messages.ToDeriver` or :data:`~._messages.ToProxy`)."""
 
-    __slots__ = ("buf",)
+    __slots__ = ("buf", "decoder", "union")
 
-    def __init__(self) -> None:
+    def __init__(self, union: Any) -> None:
         self.buf = bytearray()
+        self.union = union
+        self.decoder: msgspec.msgpack.Decoder[list[M]] = msgspec.msgpack.Decoder(list[union])
 
-    def feed(self, data: bytes) -> list[Any]:
+    def feed(self, data: bytes) -> list[M | Undecodable]:
         buf = self.buf
         buf += data
-        out = []
+        out: list[M | Undecodable] = []
         pos = 0
         n = len(buf)
         while n - pos >= HEADER.size:
@@ -68,11 +81,38 @@ class Unpacker:
             end = pos + HEADER.size + size
             if end > n:
                 break
-            out.append(pickle.loads(memoryview(buf)[pos + HEADER.size : end]))
+            out += self._decode(memoryview(buf)[pos + HEADER.size : end])
             pos = end
         if pos:
             del buf[:pos]
         return out
+
+    def _decode(self, data: memoryview) -> list[M | Undecodable]:
+        try:
+            return list(self.decoder.decode(data))
+        except msgspec.ValidationError:
+            pass
+        # One message the union does not allow: the others of the batch still count.
+        out: list[M | Undecodable] = []
+        for raw in msgspec.msgpack.decode(data):
+            try:
+                out.append(msgspec.convert(raw, self.union))
+            except msgspec.ValidationError as err:
+                kind = raw[0] if isinstance(raw, list) and raw else type(raw).__name__
+                out.append(Undecodable(f"{kind!r}: {err}"))
+        return out
+
+
+def writer_unpacker() -> Unpacker[ToWriter]:
+    return Unpacker(ToWriter)
+
+
+def deriver_unpacker() -> Unpacker[ToDeriver]:
+    return Unpacker(ToDeriver)
+
+
+def proxy_unpacker() -> Unpacker[ToProxy]:
+    return Unpacker(ToProxy)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, timeout: float | None = None) -> bool:
@@ -93,7 +133,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, timeout: float | No
     return True
 
 
-def read_some(fd: int, unpacker: Unpacker, timeout: float | None) -> tuple[list[Any], bool]:
+def read_some(fd: int, unpacker: Unpacker[M], timeout: float | None) -> tuple[list[M | Undecodable], bool]:
     """The messages readable within ``timeout``, and whether the pipe ended."""
     ready, _, _ = select.select([fd], [], [], timeout)
     if not ready:
@@ -107,16 +147,6 @@ def read_some(fd: int, unpacker: Unpacker, timeout: float | None) -> tuple[list[
     if not data:
         return [], True
     return unpacker.feed(data), False
-
-
-def messages(fd: int) -> Iterator[Any]:
-    """Every message on a blocking pipe until it ends (a child's stdin)."""
-    unpacker = Unpacker()
-    while True:
-        data = os.read(fd, 1 << 20)
-        if not data:
-            return
-        yield from unpacker.feed(data)
 
 
 def spawn(role: str, module: str) -> subprocess.Popen[bytes]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..masking import PROCESS_SECRETS, keep_derived_secrets
 from ._lines import install
+from ._messages import Configure, Done, Final, Hello, Learn, Log, Mark, ToDeriver, ToProxy, Undecodable
 
 __all__ = ["LiveDeriver", "serve"]
 
@@ -66,11 +67,11 @@ class LiveDeriver:
     """Derives the queued sessions of one trace (see the module docstring).
 
     :param config: the recorder's options (:class:`~chatkit_trace.capture.writer.WriterConfig`).
-    :param emit: a message for the proxy: ``("log", level, text)``,
-        ``("mark", flow_ids, marker, comment)``.
+    :param emit: a message for the proxy: :class:`~._messages.Log`,
+        :class:`~._messages.Mark`.
     """
 
-    def __init__(self, config: Any, emit: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, config: Any, emit: Callable[[ToProxy], None] | None = None) -> None:
         from ..store import TraceStore
 
         self.emit = emit
@@ -358,7 +359,7 @@ class LiveDeriver:
             self._log(logging.INFO, f"chatkit-trace: {summary}")
             fids = [by_index[i].flow_id for i in exchanges if i in by_index and by_index[i].flow_id]
             if fids:
-                self._emit(("mark", fids, _marker(view, rejected, mine), self._scrub(summary)))
+                self._emit(Mark(fids, _marker(view, rejected, mine), self._scrub(summary)))
 
     # ------------------------------------------------------------------ errors and messages
 
@@ -394,9 +395,9 @@ class LiveDeriver:
         if self.emit is None:
             logger.log(level, message)
         else:
-            self._emit(("log", level, message))
+            self._emit(Log(level, message))
 
-    def _emit(self, message: Any) -> None:
+    def _emit(self, message: ToProxy) -> None:
         if self.emit is None:
             return
         try:
@@ -444,31 +445,31 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
     # long-function: the deriver process's loop: messages, the file's changes and the queue in one place, in the order they are handled
     """The deriver process (``python -m chatkit_trace.capture._child deriver``).
 
-    Reads ``("hello", sys_path)``, ``("cfg", WriterConfig)`` (after the
-    writer opened the file), later ``("cfg", …)`` and ``("final",)`` from
-    ``inp``; answers on ``out`` with log lines, marks and, at the end,
-    ``("done", state)``.  The pipe's end (the proxy died) counts as
-    ``final``; SIGTERM stops after the session being derived, leaving the
+    Reads :class:`Hello`, :class:`Configure` (after the writer opened the
+    file), later ``Configure``, :class:`Learn` and :class:`Final` from
+    ``inp`` (:mod:`._messages`); answers on ``out`` with log lines, marks
+    and, at the end, :class:`Done`.  The pipe's end (the proxy died) counts
+    as ``Final``; SIGTERM stops after the session being derived, leaving the
     rest queued.
     """
     from . import writer as writer_mod
-    from ._pipe import Unpacker, pack, read_some, write_all
+    from ._pipe import deriver_unpacker, pack, read_some, write_all
 
-    def emit(message: Any) -> None:
-        write_all(out, pack(message))
+    def emit(message: ToProxy) -> None:
+        write_all(out, pack([message]))
 
-    unpacker = Unpacker()
-    pending: list[Any] = []
+    unpacker = deriver_unpacker()
+    pending: list[ToDeriver | Undecodable] = []
     ended = False
     while len(pending) < 2 and not ended:
         got, ended = read_some(inp, unpacker, None)
         pending += got
-    if len(pending) < 2 or pending[0][0] != "hello" or pending[1][0] != "cfg":
+    if len(pending) < 2 or not isinstance(hello := pending[0], Hello) or not isinstance(first := pending[1], Configure):
         return 2
-    for p in pending[0][1]:
+    for p in hello.path:
         if p not in sys.path:
             sys.path.append(p)  # the proxy's import paths: a module:Class adapter imports here too
-    config = pending[1][1]
+    config = first.config
     pending = pending[2:]
     apply = writer_mod.apply_tuning
     apply(sys.modules[__name__], config.tuning, TUNABLE)
@@ -476,8 +477,8 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
     try:
         live = LiveDeriver(config, emit)
     except Exception as err:  # noqa: BLE001 - said once; the recording goes on without facts
-        emit(("log", logging.WARNING, f"chatkit-trace: the deriver cannot open {config.db}: {err}; "
-              "every frame is still recorded (`chatkit-trace redecode` derives them later)"))
+        emit(Log(logging.WARNING, f"chatkit-trace: the deriver cannot open {config.db}: {err}; "
+                 "every frame is still recorded (`chatkit-trace redecode` derives them later)"))
         return 1
 
     def on_term(signum: int, frame: Any) -> None:
@@ -486,17 +487,25 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     if terminated:  # told to stop while starting (_child.TERMINATED)
         live.stop_requested = True
-    final = False
+    final: list[Final] = []
+
+    def reconfigure(msg: Configure) -> None:
+        config = msg.config
+        apply(sys.modules[__name__], config.tuning, TUNABLE)
+        live.configure(config)
+
+    def undecodable(msg: Undecodable) -> None:
+        live._log(logging.WARNING, f"chatkit-trace: the deriver could not read a message from the proxy: {msg.error}")
+
+    #: the one dispatch (a second Hello is nothing to do)
+    handlers: dict[type[Any], Callable[[Any], None]] = {
+        Configure: reconfigure, Learn: lambda msg: live.learn(msg.values), Final: final.append,
+        Hello: lambda msg: None, Undecodable: undecodable,
+    }
     try:
         while not live.stop_requested:
             for msg in pending:
-                if msg[0] == "cfg":
-                    apply(sys.modules[__name__], msg[1].tuning, TUNABLE)
-                    live.configure(msg[1])
-                elif msg[0] == "learn":
-                    live.learn(msg[1])
-                elif msg[0] == "final":
-                    final = True
+                handlers[type(msg)](msg)
             pending = []
             if final or ended:
                 break
@@ -513,7 +522,7 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
         state = {"state": "incomplete"}
     live.close()
     try:
-        emit(("done", state))
+        emit(Done(state))
     except OSError:
         pass
     return 0

@@ -42,7 +42,27 @@ from dataclasses import replace
 from typing import Any
 
 from ._lines import install
-from ._pipe import Unpacker, pack, read_some, spawn, write_all
+from ._messages import (
+    Configure,
+    DeriverStopped,
+    Done,
+    Final,
+    Hello,
+    Learn,
+    Learned,
+    Log,
+    Mark,
+    OpenError,
+    Ready,
+    Stop,
+    Stopped,
+    Sync,
+    Synced,
+    ToProxy,
+    ToWriter,
+    Undecodable,
+)
+from ._pipe import Unpacker, pack, proxy_unpacker, read_some, spawn, write_all
 
 #: the module the writer and deriver processes run (``python -P -m CHILD ROLE``)
 CHILD = "chatkit_trace.capture._child"
@@ -108,7 +128,7 @@ class Link:
         self.produced = 0  # messages handed to put (the loop)
         self.consumed = 0  # messages written into the writer's pipe
         self.on_mark = on_mark
-        self.buf: list[Any] = []
+        self.buf: list[ToWriter] = []
         self.out = bytearray()
         self.batches: deque[list[int]] = deque()  # [bytes of self.out left, messages] per packed batch
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -118,11 +138,24 @@ class Link:
         self.stopping = False
         self.writer: subprocess.Popen[bytes] | None = None
         self.deriver: subprocess.Popen[bytes] | None = None
-        self._unpack = {"writer": Unpacker(), "deriver": Unpacker()}
+        self._unpack: dict[str, Unpacker[ToProxy]] = {"writer": proxy_unpacker(), "deriver": proxy_unpacker()}
+        #: what the writer and the deriver say, by type (one dispatch: :meth:`_handle`)
+        self._handlers: dict[type[Any], Callable[[Any], None]] = {
+            Log: self._on_log,
+            Mark: self._on_mark,
+            Synced: self._on_synced,
+            Ready: self._on_ready,
+            OpenError: self._on_open_error,
+            Stopped: self._on_stopped,
+            Done: self._on_done,
+            Learned: self._on_learned,
+            Undecodable: self._on_undecodable,
+        }
         self._ended: set[str] = set()
         self._synced: set[int] = set()
         self._tokens = 0
-        self.info: dict[str, Any] = {}
+        self.ready: Ready | None = None  # the writer opened the trace
+        self.open_error: str | None = None  # ... or could not
         self.derivation: dict[str, Any] | None = None  # the deriver's last word ("done")
         self.writer_stats: dict[str, Any] | None = None
         self.requests = 0  # exchanges handed off (put_request)
@@ -149,32 +182,31 @@ class Link:
         if self.deriver is not None:
             meta["deriver_pid"] = self.deriver.pid
         self.config = config = replace(config, recorder_meta=meta)
-        hello = pack(("hello", list(sys.path)))
-        cfg = pack(("cfg", config))
+        first = pack([Hello(list(sys.path)), Configure.of(config)])
         wfd = self._fd("writer", "in")
-        if not write_all(wfd, hello + cfg, WRITER_START):
+        if not write_all(wfd, first, WRITER_START):
             self._kill_all()
             raise LinkError(f"timed out starting the writer for {config.db}")
         deadline = time.monotonic() + WRITER_START
-        while "ready" not in self.info and "open_error" not in self.info:
+        while self.ready is None and self.open_error is None:
             left = deadline - time.monotonic()
             if left <= 0 or not self._read("writer", left):
                 self._kill_all()
                 if left <= 0:
                     raise LinkError(f"timed out opening {config.db}")
                 raise LinkError(f"the writer process {_how(self.writer)} before opening {config.db}")
-        if "open_error" in self.info:
+        if self.open_error is not None or self.ready is None:
             self._kill_all()
-            raise LinkError(self.info["open_error"])
+            raise LinkError(self.open_error or f"the writer process {_how(self.writer)} before opening {config.db}")
         os.set_blocking(wfd, False)
         if self.deriver is not None:
             dfd = self._fd("deriver", "in")
-            if not write_all(dfd, hello + cfg, 10.0):
+            if not write_all(dfd, first, 10.0):
                 self._deriver_gone("did not take its options")
             else:
                 os.set_blocking(dfd, False)
-        self.first_index = int(self.info["ready"].get("next_index", 0))
-        sessions, frames = self.info["ready"].get("backlog", (0, 0))
+        self.first_index = self.ready.next_index
+        sessions, frames = self.ready.backlog
         if sessions and self.deriver is not None:
             logger.info(f"chatkit-trace: {frames} frame(s) of {sessions} session(s) were left underived by an earlier "
                         "recording into this file: deriving them now")
@@ -204,13 +236,13 @@ class Link:
 
     # ------------------------------------------------------------------ handing off (the loop)
 
-    def put_request(self, item: Any) -> None:
+    def put_request(self, item: ToWriter) -> None:
         """:meth:`put` for the first message of an exchange (counted: what
         passed unrecorded after the writer died is said in the trace)."""
         self.requests += 1
         self.put(item)
 
-    def put(self, item: Any) -> None:
+    def put(self, item: ToWriter) -> None:
         """Hand a message to the writer (in order; never blocks)."""
         if self.dead:
             return
@@ -313,7 +345,7 @@ class Link:
             self._ended.add(role)
             if self.loop is not None and not self.loop.is_closed():
                 self.loop.remove_reader(fd)
-            if not self.stopping and "ready" in self.info:
+            if not self.stopping and self.ready is not None:
                 if self.loop is not None and not self.loop.is_closed():
                     self.loop.call_later(0.2, self._gone, role)  # let the exit status arrive
                 else:
@@ -321,26 +353,39 @@ class Link:
             return False
         return True
 
-    def _handle(self, role: str, msg: Any) -> None:
-        kind = msg[0]
-        if kind == "log":
-            logger.log(msg[1], msg[2])
-        elif kind == "mark":
-            if self.on_mark is not None:
-                try:
-                    self.on_mark(msg[1], msg[2], msg[3])
-                except Exception as err:  # noqa: BLE001
-                    logger.warning(f"chatkit-trace: {err}")
-        elif kind == "synced":
-            self._synced.add(msg[1])
-        elif kind in ("ready", "open_error"):
-            self.info[kind] = msg[1]
-        elif kind == "stopped":
-            self.writer_stats = msg[1]
-        elif kind == "done":
-            self.derivation = msg[1]
-        elif kind == "learned":
-            self._learned(msg[1])
+    def _handle(self, role: str, msg: ToProxy | Undecodable) -> None:
+        self._handlers[type(msg)](msg)
+
+    def _on_log(self, msg: Log) -> None:
+        logger.log(msg.level, msg.text)
+
+    def _on_mark(self, msg: Mark) -> None:
+        if self.on_mark is not None:
+            try:
+                self.on_mark(msg.fids, msg.marker, msg.comment)
+            except Exception as err:  # noqa: BLE001 - mitmweb's view refused a mark: said, the recording goes on
+                logger.warning(f"chatkit-trace: {err}")
+
+    def _on_synced(self, msg: Synced) -> None:
+        self._synced.add(msg.token)
+
+    def _on_ready(self, msg: Ready) -> None:
+        self.ready = msg
+
+    def _on_open_error(self, msg: OpenError) -> None:
+        self.open_error = msg.text
+
+    def _on_stopped(self, msg: Stopped) -> None:
+        self.writer_stats = msg.stats
+
+    def _on_done(self, msg: Done) -> None:
+        self.derivation = msg.state
+
+    def _on_learned(self, msg: Learned) -> None:
+        self._learned(msg.values)
+
+    def _on_undecodable(self, msg: Undecodable) -> None:
+        logger.warning(f"chatkit-trace: a message from the recorder's processes could not be read: {msg.error}")
 
     def _learned(self, values: Sequence[str]) -> None:
         """Secret values the writer learned: this process masks its log lines
@@ -352,7 +397,7 @@ class Link:
         fd = self._fd("deriver", "in")
         if fd is not None and "deriver" not in self._ended:
             try:
-                write_all(fd, pack(("learn", list(values))), 1.0)
+                write_all(fd, pack([Learn(list(values))]), 1.0)
             except OSError:
                 pass
 
@@ -435,7 +480,7 @@ class Link:
                    "derived by the next recording into this file (or `chatkit-trace redecode`)")
         logger.warning(f"chatkit-trace: {message}")
         state = {"mode": self.config.derive, "state": "stopped", "reason": how, "at": time.time()}
-        self.put(("derivation", state, message))
+        self.put(DeriverStopped(state, message))
 
     # ------------------------------------------------------------------ sync, stop
 
@@ -453,7 +498,7 @@ class Link:
             return False
         self._tokens += 1
         token = self._tokens
-        self.put(("sync", token))
+        self.put(Sync(token))
         self._flush(block=True, timeout=timeout)
         deadline = time.monotonic() + timeout
         while token not in self._synced:
@@ -468,11 +513,11 @@ class Link:
         """New options for the same trace (mitmweb's options editor)."""
         self.config = config = replace(config, recorder_meta=self.config.recorder_meta)
         self.limit = max(1, config.queue_limit)
-        self.put(("cfg", config))
+        self.put(Configure.of(config))
         fd = self._fd("deriver", "in")
         if fd is not None and "deriver" not in self._ended:
             try:
-                write_all(fd, pack(("cfg", config)), 1.0)
+                write_all(fd, pack([Configure.of(config)]), 1.0)
             except OSError:
                 pass
 
@@ -486,7 +531,7 @@ class Link:
         self._detach()
         self.stopping = True
         if not self.dead:
-            self.buf.append(None)
+            self.buf.append(Stop())
             self.produced += 1
             self._flush(block=True, timeout=10.0)
         self._close_in("writer")
@@ -507,7 +552,7 @@ class Link:
         if d.poll() is None and "deriver" not in self._ended:
             fd = self._fd("deriver", "in")
             if fd is not None:
-                write_all(fd, pack(("final",)), 5.0)
+                write_all(fd, pack([Final()]), 5.0)
             self._close_in("deriver")
             wait = max(0.0, float(self.config.derive_wait))
             start = time.monotonic()

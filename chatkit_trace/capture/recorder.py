@@ -45,6 +45,7 @@ from mitmproxy import ctx, exceptions, hooks, http
 from ..route import classify_end, make_redactor, proxy_answered, websocket_close_notes
 from ..wire import NDJSON_CONTENT_TYPES, content_transport
 from ._lines import install
+from ._messages import Chunk, End, Gap, Request, RequestBody, ResponseHead, SocketMessage, TrapError
 from .link import Link, LinkError, current_tuning
 from .writer import WriterConfig
 
@@ -249,8 +250,8 @@ class _Tap:
                 if w.produced - w.consumed < w.limit:
                     if self.gap:
                         self.gap = False
-                        w.put(("gap", self.fid, self.dropped, self.dropped_bytes))
-                    w.put(("c", self.fid, time.time(), chunk))
+                        w.put(Gap(self.fid, self.dropped, self.dropped_bytes))
+                    w.put(Chunk(self.fid, time.time(), chunk))
                 else:
                     self.dropped += 1
                     self.dropped_bytes += len(chunk)
@@ -461,7 +462,7 @@ class Recorder:
             if w is not None and w.is_alive() and (key not in self._error_keys or text is not None):
                 # The writer stores and logs it after everything queued before: by
                 # then it has learned this flow's secrets and masks them (issue 16).
-                w.put(("err", fid, where, message if key not in self._error_keys else None, text))
+                w.put(TrapError(fid, where, message if key not in self._error_keys else None, text))
             elif text is not None:
                 red = self._redactor
                 logger.warning(red.scrub_text(text) if red is not None else text)
@@ -492,7 +493,7 @@ class Recorder:
             return
         self._started.add(flow.id)
         req = flow.request
-        w.put_request(("req", flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
+        w.put_request(Request(flow.id, req.timestamp_start or time.time(), req.method, req.url, req.headers.fields))
 
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         """The exchange exists from its first byte (even if its body never arrives)."""
@@ -515,7 +516,7 @@ class Recorder:
             self._hook_check()
             self._queue_request(w, flow)
             req = flow.request
-            w.put(("body", flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
+            w.put(RequestBody(flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
         except Exception as err:  # noqa: BLE001
             self._failed("request", err, flow.id)
 
@@ -538,7 +539,7 @@ class Recorder:
                 resp.stream = tap
                 self._streamed[flow.id] = tap
             self._headed.add(flow.id)
-            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
+            w.put(ResponseHead(flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
         except Exception as err:  # noqa: BLE001
             self._failed("responseheaders", err, flow.id)
 
@@ -547,7 +548,7 @@ class Recorder:
         resp = flow.response
         if resp is not None and flow.id not in self._headed:
             self._headed.add(flow.id)
-            w.put(("head", flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
+            w.put(ResponseHead(flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, None))
 
     def response(self, flow: http.HTTPFlow) -> None:
         w = self.writer
@@ -564,7 +565,7 @@ class Recorder:
             resp = flow.response
             body = None if tap is not None or resp is None else resp.raw_content
             t = (resp.timestamp_end if resp is not None else None) or time.time()
-            w.put(("end", flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
+            w.put(End(flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("response", err, flow.id)
         finally:
@@ -587,7 +588,7 @@ class Recorder:
             body = None
             if resp is not None and tap is None and resp.raw_content:
                 body = resp.raw_content
-            w.put(("end", flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
+            w.put(End(flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
         except Exception as err:  # noqa: BLE001
             self._failed("error", err, flow.id)
         finally:
@@ -617,7 +618,7 @@ class Recorder:
             self._hook_check()
             msg = flow.websocket.messages[-1]
             if w.produced - w.consumed < w.limit:
-                w.put(("ws", flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
+                w.put(SocketMessage(flow.id, msg.timestamp, msg.content, msg.is_text, msg.from_client))
             else:
                 tap = self._streamed.get(flow.id)
                 if tap is None:
@@ -642,7 +643,7 @@ class Recorder:
                                    closed_by_client=getattr(ws, "closed_by_client", None)))
             t = (ws.timestamp_end if ws is not None else None) or time.time()
             notes.update(_addon_notes(flow) or {})
-            w.put(("end", flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
+            w.put(End(flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
         except Exception as err:  # noqa: BLE001
             self._failed("websocket_end", err, flow.id)
         finally:

@@ -24,16 +24,17 @@ SQLite file and does the rest::
 Storing raw frames never waits for derivation: when the deriver falls
 behind, frames are stored all the same and the queue says what is left.
 
-Messages are tuples, first item the kind (the loop side builds them, see
-``Recorder``): ``req`` (request line and headers), ``body`` (the request
-body), ``head`` (response status and headers, and how it is recorded),
-``c`` (a response chunk, still content-encoded), ``gap`` (the loop dropped
-chunks of this flow because its buffer was full), ``ws`` (a WebSocket
-message), ``end`` (the flow ended: complete, reset, client-gone, timeout,
-error), ``err`` (a capture error caught on the loop), ``cfg`` (new options),
-``derivation`` (the deriver's state, when the proxy learned it: it died),
-``sync`` (commit and signal an event or answer a token: tests, ``done``)
-and ``None`` (stop).
+Messages are the typed :data:`~._messages.ToWriter` union (the loop side
+builds them, see ``Recorder``), each handled by the one method its type
+names in :attr:`Writer.handlers`: :class:`~._messages.Request` (request
+line and headers), ``RequestBody``, ``ResponseHead`` (status and headers,
+and how the body is recorded), ``Chunk`` (a response chunk, still
+content-encoded), ``Gap`` (the loop dropped chunks of this flow because its
+buffer was full), ``SocketMessage``, ``End`` (the flow ended: complete,
+reset, client-gone, timeout, error), ``TrapError`` (a capture error caught
+on the loop), ``Configure`` (new options), ``DeriverStopped`` (the
+deriver's state, when the proxy learned it: it died), ``Sync`` (commit and
+answer: tests, ``done``) and ``Stop``.
 
 The bound: ``produced`` is only written by the reader and ``consumed`` only
 by the writer thread, so ``produced - consumed`` is the backlog without a
@@ -77,6 +78,32 @@ from ..wire import (
     ws_frame,
 )
 from ._lines import install
+from ._messages import (
+    Chunk,
+    Configure,
+    DeriverStopped,
+    End,
+    Gap,
+    Hello,
+    Learned,
+    Log,
+    OpenError,
+    Ready,
+    Request,
+    RequestBody,
+    ResponseHead,
+    SocketMessage,
+    Stop,
+    Stopped,
+    Sync,
+    Synced,
+    ToProxy,
+    ToWriter,
+    TrapError,
+    Undecodable,
+    kind_of,
+)
+from ._pipe import Unpacker
 
 __all__ = ["MAX_BODY_BYTES", "Writer", "WriterConfig"]
 
@@ -248,16 +275,16 @@ class Writer(threading.Thread):
     Args:
         config: options, see :class:`WriterConfig`.
         emit: called from this thread with a message for the proxy
-            (``("log", level, text)``, ``("synced", token)``); ``None`` logs
-            here.
+            (:class:`~._messages.Log`, :class:`~._messages.Synced` ...);
+            ``None`` logs here.
     """
 
-    def __init__(self, config: WriterConfig, emit: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, config: WriterConfig, emit: Callable[[ToProxy], None] | None = None) -> None:
         super().__init__(name="chatkit-trace-writer", daemon=True)
         self.config = config
         self.emit = emit
         self.redactor: Any = config.make_redactor()
-        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.q: queue.SimpleQueue[ToWriter | Undecodable] = queue.SimpleQueue()
         self.limit = max(1, config.queue_limit)
         self.produced = 0  # written by the reader only
         self.consumed = 0  # written by this thread only
@@ -296,27 +323,26 @@ class Writer(threading.Thread):
         #: learned values already sent to the deriver (memory only)
         self.shared: set[str] = set()
         self.shared_generation = 0
+        #: the one dispatch: each message type's handler (:meth:`_batch`)
+        self.handlers: dict[type[Any], Callable[[Any], None]] = {
+            Chunk: self._chunk,
+            Request: self._request,
+            RequestBody: self._request_body,
+            ResponseHead: self._response_head,
+            SocketMessage: self._ws,
+            End: self._end,
+            Gap: self._gap,
+            TrapError: self._trap_error,
+            Configure: self._reconfigure,
+            DeriverStopped: self._deriver_stopped,
+            Hello: self._unexpected,
+            Undecodable: self._undecodable,
+        }
 
-    # ------------------------------------------------------------------ the feeding side
-
-    def put(self, item: Any) -> None:
-        """Queue a message (the reader thread; tests)."""
+    def put(self, item: ToWriter | Undecodable) -> None:
+        """Queue a message (the reader thread)."""
         self.produced += 1
         self.q.put(item)
-
-    def sync(self, timeout: float = 10.0) -> bool:
-        """Commit everything queued so far; ``False`` on timeout.  Blocks the caller."""
-        if not self.is_alive():
-            return False
-        done = threading.Event()
-        self.put(("sync", done))
-        return done.wait(timeout)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Flush everything received, finalise open flows as ``open``, close."""
-        if self.is_alive():
-            self.put(None)
-            self.join(timeout)
 
     # ------------------------------------------------------------------ thread
 
@@ -462,37 +488,35 @@ class Writer(threading.Thread):
     def _idle(self) -> None:
         self._idle_caps()
 
-    def _batch(self, items: list[Any]) -> bool:
+    def _batch(self, items: list[ToWriter | Undecodable]) -> bool:
         """Handle ``items`` in one transaction; ``True`` when told to stop."""
         store = self.store
         stop = False
-        syncs: list[Any] = []
+        syncs: list[int] = []
+        handlers = self.handlers
         try:
             store.begin()
         except sqlite3.Error as err:
             self._internal_error("store", err)
         for item in items:
-            if item is None:
-                stop = True
-                continue
-            kind = item[0]
-            if kind == "sync":
-                syncs.append(item[1])
+            handler = handlers.get(type(item))
+            if handler is None:  # the batch's own: where it ends, what to answer
+                if isinstance(item, Stop):
+                    stop = True
+                elif isinstance(item, Sync):
+                    syncs.append(item.token)
                 continue
             try:
-                self._handle(kind, item)
+                handler(item)
             except Exception as err:  # noqa: BLE001 - one bad message never stops the recording
-                self._internal_error(kind, err, fid=item[1] if len(item) > 1 and isinstance(item[1], str) else None)
+                self._internal_error(kind_of(item), err, fid=getattr(item, "fid", None))
         self.consumed += len(items)
         self._parse_pending(force=stop or bool(syncs))
         self._commit()
         if (self.config.max_age or self.config.max_db_bytes) and time.time() - self.last_cap_check > CAP_INTERVAL:
             self._idle_caps()
-        for ev in syncs:
-            if isinstance(ev, threading.Event):
-                ev.set()
-            else:
-                self._emit(("synced", ev))
+        for token in syncs:
+            self._emit(Synced(token))
         return stop
 
     def _idle_caps(self) -> None:
@@ -535,7 +559,7 @@ class Writer(threading.Thread):
         new = [v for v in red.secrets if v not in self.shared]
         if new:
             self.shared.update(new)
-            self._emit(("learned", new))
+            self._emit(Learned(new))
 
     def _write_batch(self) -> None:
         """The batch's rows, inside the open transaction (nothing cleared yet:
@@ -720,50 +744,40 @@ class Writer(threading.Thread):
 
     # ------------------------------------------------------------------ messages
 
-    def _handle(self, kind: str, item: tuple[Any, ...]) -> None:
-        if kind == "c":
-            self._chunk(item)
-        elif kind == "req":
-            self._request(item)
-        elif kind == "body":
-            self._request_body(item)
-        elif kind == "head":
-            self._response_head(item)
-        elif kind == "ws":
-            self._ws(item)
-        elif kind == "end":
-            self._end(item)
-        elif kind == "gap":
-            self._gap(item)
-        elif kind == "err":
-            _, fid, where, message, *log = item
-            st = self.flows.get(fid) if fid else None
-            if message is not None:
-                self._capture_error(where, message, fid=fid, exchange_id=st.ex.index if st else None)
-            if log and log[0]:
-                self._log(logging.WARNING, log[0])  # the loop's error, masked here (in queue order)
-        elif kind == "cfg":
-            self._configure(item[1])
-        elif kind == "derivation":
-            # The proxy saw the deriver die: the trace says so (derivation resumes
-            # at the next recording into this file, or with redecode).
-            _, state, message = item
-            self.store.set_meta("derivation", state)
-            self._capture_error("deriver", message)
-        else:
-            raise ValueError(f"unknown queue message {kind!r}")
+    def _trap_error(self, item: TrapError) -> None:
+        fid = item.fid
+        st = self.flows.get(fid) if fid else None
+        if item.message is not None:
+            self._capture_error(item.where, item.message, fid=fid, exchange_id=st.ex.index if st else None)
+        if item.log:
+            self._log(logging.WARNING, item.log)  # the loop's error, masked here (in queue order)
+
+    def _reconfigure(self, item: Configure) -> None:
+        self._configure(item.config)
+
+    def _deriver_stopped(self, item: DeriverStopped) -> None:
+        # The proxy saw the deriver die: the trace says so (derivation resumes
+        # at the next recording into this file, or with redecode).
+        self.store.set_meta("derivation", item.state)
+        self._capture_error("deriver", item.message)
+
+    def _unexpected(self, item: ToWriter) -> None:
+        raise ValueError(f"unknown queue message {kind_of(item)!r}")
+
+    def _undecodable(self, item: Undecodable) -> None:
+        raise ValueError(f"undecodable queue message {item.error}")
 
     def _maybe_raise(self) -> None:
         if "writer" in self.config.test_raise:
             raise _InjectedFault("chatkit_test_raise=writer: injected writer failure")
 
-    def _request(self, item: tuple[Any, ...]) -> None:
-        _, fid, t, method, url, fields = item
+    def _request(self, item: Request) -> None:
+        fid, t, method, url = item.fid, item.t, item.method, item.url
         if fid in self.flows:
             return
         index = self.next_index
         self.next_index += 1
-        headers = _pairs(fields)
+        headers = _pairs(item.headers)
         ex = Exchange(index, method=method, url=url, started_at=t, flow_id=fid)
         st = _Flow(fid, ex, raw_url=url, raw_headers=headers)
         red = self.redactor
@@ -780,9 +794,9 @@ class Writer(threading.Thread):
         self.open_indexes.add(index)
         self.ident_queue.append(st)
 
-    def _request_body(self, item: tuple[Any, ...]) -> None:
-        _, fid, raw, encoding, streamed = item
-        st = self.flows.get(fid)
+    def _request_body(self, item: RequestBody) -> None:
+        raw, encoding, streamed = item.raw, item.encoding, item.streamed
+        st = self.flows.get(item.fid)
         if st is None:
             self.orphans += 1
             return
@@ -850,15 +864,15 @@ class Writer(threading.Thread):
             if ex.capability is not None:
                 self._touch(ex.session_id, st.frame_count)
 
-    def _response_head(self, item: tuple[Any, ...]) -> None:
-        _, fid, t, status, fields, transport = item
-        st = self.flows.get(fid)
+    def _response_head(self, item: ResponseHead) -> None:
+        t, status, transport = item.t, item.status, item.transport
+        st = self.flows.get(item.fid)
         if st is None:
             self.orphans += 1
             return
         if not st.matched:
             self._match(st)
-        headers = _pairs(fields)
+        headers = _pairs(item.headers)
         st.response_headers = headers
         red = self.redactor
         ex = st.ex
@@ -928,9 +942,9 @@ class Writer(threading.Thread):
         deriver with this batch (``derive_queue``)."""
         self.touched[session_id] = self.touched.get(session_id, 0) + frames
 
-    def _chunk(self, item: tuple[Any, ...]) -> None:
-        _, fid, t, chunk = item
-        st = self.flows.get(fid)
+    def _chunk(self, item: Chunk) -> None:
+        t, chunk = item.t, item.data
+        st = self.flows.get(item.fid)
         if st is None or st.ended:
             self.orphans += 1
             return
@@ -995,10 +1009,10 @@ class Writer(threading.Thread):
                 st.copy += data[:room]
             st.copy_lost += max(0, len(data) - max(room, 0))
 
-    def _gap(self, item: tuple[Any, ...]) -> None:
+    def _gap(self, item: Gap) -> None:
         """The loop dropped chunks of this flow: what follows is not contiguous."""
-        _, fid, _chunks, nbytes = item
-        st = self.flows.get(fid)
+        nbytes = item.nbytes
+        st = self.flows.get(item.fid)
         if st is None:
             return
         self._parse(st)
@@ -1024,9 +1038,9 @@ class Writer(threading.Thread):
         elif isinstance(st.parser, NDJSONSplitter):
             st.parser = NDJSONSplitter(ex.index, first_index=st.next_frame, max_line=self.config.max_event_bytes)
 
-    def _ws(self, item: tuple[Any, ...]) -> None:
-        _, fid, t, content, is_text, from_client = item
-        st = self.flows.get(fid)
+    def _ws(self, item: SocketMessage) -> None:
+        t, content, is_text, from_client = item.t, item.content, item.is_text, item.from_client
+        st = self.flows.get(item.fid)
         if st is None or st.ended:
             self.orphans += 1
             return
@@ -1043,9 +1057,9 @@ class Writer(threading.Thread):
             [frame] = self._redact_frames(st.ex, [frame], None)
         self._add_frame(st, frame)
 
-    def _end(self, item: tuple[Any, ...]) -> None:
-        _, fid, t, end, error, body, notes, dropped = item
-        st = self.flows.get(fid)
+    def _end(self, item: End) -> None:
+        t, end, error, body, notes, dropped = item.t, item.end, item.error, item.body, item.notes, item.dropped
+        st = self.flows.get(item.fid)
         if st is None or st.ended:
             return
         ex = st.ex
@@ -1197,11 +1211,11 @@ class Writer(threading.Thread):
         if self.redactor is not None:
             message = self.redactor.scrub_text(message)
         if self.emit is not None:
-            self._emit(("log", level, message))
+            self._emit(Log(level, message))
             return
         logger.log(level, message)
 
-    def _emit(self, message: Any) -> None:
+    def _emit(self, message: ToProxy) -> None:
         emit = self.emit
         if emit is None:
             return
@@ -1451,45 +1465,44 @@ def serve(inp: int, out: int) -> int:
     # long-function: the writer process's loop: its messages in order, the stop and the final commit in one place
     """The writer process (``python -m chatkit_trace.capture._child writer``).
 
-    Reads messages from ``inp`` (the proxy's pipe): ``("hello", sys_path)``,
-    ``("cfg", WriterConfig)``, then batches (lists) of the messages of the
-    module docstring; answers on ``out``: ``("ready", info)`` or
-    ``("open_error", text)``, then log lines and sync replies, and
-    ``("stopped", stats)`` at the end.  The pipe's end (the proxy stopped or
-    died) or SIGTERM stop it like ``None``: every open flow is finalised as
-    ``open``, the file committed and settled.
+    Reads messages from ``inp`` (the proxy's pipe, :mod:`._messages`):
+    :class:`Hello`, :class:`Configure`, then the traffic of the module
+    docstring; answers on ``out``: :class:`Ready` or :class:`OpenError`, then
+    log lines and sync replies, and :class:`Stopped` at the end.  The pipe's
+    end (the proxy stopped or died) or SIGTERM stop it like :class:`Stop`:
+    every open flow is finalised as ``open``, the file committed and settled.
     """
     import signal
 
-    from ._pipe import Unpacker, pack, write_all
+    from ._pipe import pack, write_all, writer_unpacker
 
     lock = threading.Lock()
 
-    def emit(message: Any) -> None:
-        data = pack(message)
+    def emit(message: ToProxy) -> None:
+        data = pack([message])
         with lock:
             write_all(out, data)
 
-    stream = _Stream(inp, Unpacker())
+    stream = _Stream(inp, writer_unpacker())
     hello = stream.next()
-    if hello is None or hello[0] != "hello":
+    if not isinstance(hello, Hello):
         return 2
-    for p in hello[1]:
+    for p in hello.path:
         if p not in sys.path:
             sys.path.append(p)  # the proxy's import paths: a module:Class adapter imports here too
     cfg = stream.next()
-    if cfg is None or cfg[0] != "cfg":
+    if not isinstance(cfg, Configure):
         return 2
-    config: WriterConfig = cfg[1]
+    config = cfg.config
     apply_tuning(sys.modules[__name__], config.tuning, TUNABLE)
     _lower_priority(config.tuning.get("WRITER_NICE", 0))
     writer = Writer(config, emit=emit)
     writer.start()
     writer.ready.wait()
     if writer.open_error is not None:
-        emit(("open_error", writer.open_error))
+        emit(OpenError(writer.open_error))
         return 1
-    emit(("ready", {"pid": os.getpid(), "next_index": writer.next_index, "backlog": writer.backlog}))
+    emit(Ready(os.getpid(), writer.next_index, writer.backlog))
 
     def on_term(signum: int, frame: Any) -> None:
         raise _Stop
@@ -1498,29 +1511,24 @@ def serve(inp: int, out: int) -> int:
     limit = max(1, config.queue_limit) * BACKLOG_FACTOR
     try:
         while True:
-            batch = stream.next()
-            if batch is None:
+            item = stream.next()
+            if item is None:
                 break
-            if isinstance(batch, list):
-                items = batch
-            else:
-                items = [batch]
-            for item in items:
-                writer.produced += 1
-                writer.q.put(item)
-                if isinstance(item, tuple) and item and item[0] == "cfg":
-                    limit = max(1, item[1].queue_limit) * BACKLOG_FACTOR
-            while writer.produced - writer.consumed > limit and writer.is_alive():
-                time.sleep(0.01)  # memory bound: let the pipe fill, the proxy keeps (or drops) its copies
-            if items and items[-1] is None:
+            writer.put(item)
+            if isinstance(item, Configure):
+                limit = max(1, item.config.queue_limit) * BACKLOG_FACTOR
+            elif isinstance(item, Stop):
                 break
+            if not stream.ready:  # what the pipe had is queued
+                while writer.produced - writer.consumed > limit and writer.is_alive():
+                    time.sleep(0.01)  # memory bound: let the pipe fill, the proxy keeps (or drops) its copies
     except _Stop:
         pass
-    writer.q.put(None)
+    writer.q.put(Stop())
     writer.join()
     stats = {"queue_dropped": writer.drops, "orphans": writer.orphans, "errors": sum(writer.errors_seen.values())}
     try:
-        emit(("stopped", stats))
+        emit(Stopped(stats))
     except OSError:
         pass
     return 0
@@ -1533,13 +1541,13 @@ class _Stop(Exception):
 class _Stream:
     """Messages off a blocking pipe, one at a time."""
 
-    def __init__(self, fd: int, unpacker: Any) -> None:
+    def __init__(self, fd: int, unpacker: Unpacker[ToWriter]) -> None:
         self.fd = fd
         self.unpacker = unpacker
-        self.ready: deque[Any] = deque()
+        self.ready: deque[ToWriter | Undecodable] = deque()
         self.ended = False
 
-    def next(self) -> Any:
+    def next(self) -> ToWriter | Undecodable | None:
         while not self.ready:
             if self.ended:
                 return None

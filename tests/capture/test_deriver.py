@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from chatkit_trace.capture import deriver as deriver_mod
+from chatkit_trace.capture._messages import Log
 from chatkit_trace.capture.deriver import LiveDeriver
 from chatkit_trace.store import TraceStore
 
@@ -23,12 +24,12 @@ def test_derivation_behind_is_said_in_the_log_and_the_trace_and_then_caught_up(h
     with h.store() as store:
         sessions, frames = store.derivation_backlog()
         assert (sessions, frames) == (1, len(CHUNKS)) and not list(store.rows("runs"))
-    said: list[tuple] = []
+    said: list[Log] = []
     monkeypatch.setattr(deriver_mod, "BEHIND_AFTER", 0.0)
     live = LiveDeriver(h.rec.writer.config, emit=said.append)
     try:
         live.report_backlog()
-        assert said == [("log", logging.INFO, f"chatkit-trace: derivation is behind by {frames} frame(s) of 1 session(s): "
+        assert said == [Log(logging.INFO, f"chatkit-trace: derivation is behind by {frames} frame(s) of 1 session(s): "
                          "every frame is stored and the proxy is not slowed; facts catch up when the load drops")]
         with TraceStore(h.db, readonly=True) as store:
             assert {k: v for k, v in store.get_meta("derivation").items() if k != "at"} == {"mode": "end", "state": "behind", "frames": frames}
@@ -36,8 +37,8 @@ def test_derivation_behind_is_said_in_the_log_and_the_trace_and_then_caught_up(h
         assert len(said) == 1  # said once, not on every look
         assert live.step(final=True) == 1
         live.report_backlog()
-        assert said[-1] == ("log", logging.INFO, "chatkit-trace: derivation caught up")
-        assert any(m[0] == "log" and "session s1 run r1: completed" in m[2] for m in said)
+        assert said[-1] == Log(logging.INFO, "chatkit-trace: derivation caught up")
+        assert any(isinstance(m, Log) and "session s1 run r1: completed" in m.text for m in said)
         with TraceStore(h.db, readonly=True) as store:
             assert store.derivation_backlog() == (0, 0)
             assert store.get_meta("derivation")["state"] == "live"

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from chatkit_trace.capture._messages import Log
 from chatkit_trace.capture.deriver import LiveDeriver
 from chatkit_trace.export import collect
 from chatkit_trace.export.otlp import OTLPSink
@@ -58,7 +59,7 @@ def test_runs_leave_as_they_settle_with_the_ids_an_export_gives(harness):
     with Receiver() as rx:
         h = harness(chatkit_derive="end")
         _record(h, 3)
-        said: list[tuple] = []
+        said: list[Log] = []
         live = _live(h, said, rx.url)
         try:
             assert live.spans is not None
@@ -76,7 +77,7 @@ def test_runs_leave_as_they_settle_with_the_ids_an_export_gives(harness):
         assert (counts["sent"], counts["dropped"], counts["failed"]) == (len(spans), 0, 0) == (7, 0, 0)
         # the live spans are the export's spans: same ids, same names, nothing more
         assert {(s["span_id"], s["name"]) for s in spans} == _exported(h.db)
-        assert not [m for m in said if m[0] == "log" and m[1] >= logging.WARNING]
+        assert not [m for m in said if isinstance(m, Log) and m.level >= logging.WARNING]
 
 
 def test_a_full_queue_drops_counts_and_says_so(harness):
@@ -85,7 +86,7 @@ def test_a_full_queue_drops_counts_and_says_so(harness):
     with Receiver(hold=True) as rx:
         h = harness(chatkit_derive="end")
         _record(h, 6)
-        said: list[tuple] = []
+        said: list[Log] = []
         live = _live(h, said, rx.url, queue=1)
         try:
             assert live.step(final=True) == 6
@@ -100,7 +101,7 @@ def test_a_full_queue_drops_counts_and_says_so(harness):
         assert meta["sent"] + meta["dropped"] + meta["failed"] == made
         assert meta["dropped"] >= 6 and meta["failed"] == 0
         assert len(rx.wait(meta["sent"], timeout=5)) >= meta["sent"]
-        warnings = [m[2] for m in said if m[0] == "log" and m[1] == logging.WARNING and "OpenTelemetry" in m[2]]
+        warnings = [m.text for m in said if isinstance(m, Log) and m.level == logging.WARNING and "OpenTelemetry" in m.text]
         assert warnings and f"{meta['dropped']} dropped" in warnings[-1] and "chatkit_otlp_queue=1" in warnings[-1]
 
 
@@ -108,7 +109,7 @@ def test_a_receiver_that_refuses_is_counted(harness, monkeypatch):
     with Receiver(status=503) as rx:
         h = harness(chatkit_derive="end")
         _record(h, 1)
-        said: list[tuple] = []
+        said: list[Log] = []
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # the exporter retries a 503 until its timeout
         live = _live(h, said, rx.url)
         try:
@@ -119,7 +120,7 @@ def test_a_receiver_that_refuses_is_counted(harness, monkeypatch):
         with TraceStore(h.db, readonly=True) as store:
             meta = store.get_meta("otlp")
         assert meta["sent"] == 0 and meta["failed"] + meta["dropped"] == 3 and meta["last_error"]
-        assert any("refused" in m[2] for m in said if m[0] == "log")
+        assert any("refused" in m.text for m in said if isinstance(m, Log))
 
 
 def test_bad_options_stop_at_startup(harness):
