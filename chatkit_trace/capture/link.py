@@ -5,8 +5,8 @@
 (:mod:`chatkit_trace.capture.recorder`) talks to.  On mitmproxy's event
 loop it only appends a typed message (:mod:`._messages`) to a list; every
 ``FLUSH_EVERY`` seconds one timer encodes the list and writes it into the
-writer's pipe without
-blocking (what the pipe does not take now waits for ``add_writer``).  The
+writer's pipe without blocking (what the pipe does not take now waits for
+``add_writer``).  The
 replies (log lines, mitmweb marks, sync answers) are read with
 ``add_reader``.  So the proxy's interpreter copies, timestamps and hands
 off, and nothing else: parsing, decoding, redaction, SQLite and derivation
