@@ -57,7 +57,7 @@ POLL = 0.1
 #: underived change is older than this.
 BEHIND_AFTER = 5.0
 #: Below this much free space on the trace's disk derived rows wait: twice the
-#: writer's reserve (:data:`chatkit_trace.capture.writer.RESERVE_BYTES`).
+#: writer's reserve (:data:`chatkit_trace.capture._losses.RESERVE_BYTES`).
 LOW_DISK = 2 * 1024 * 1024
 #: Module constants the proxy sends with the options (tests tune them there).
 TUNABLE = ("LIVE_LAG", "OPEN_SHARE", "POLL", "BEHIND_AFTER", "LOW_DISK")

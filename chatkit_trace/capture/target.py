@@ -31,7 +31,7 @@ __all__ = ["MIN_FREE_BYTES", "RecordTargetError", "TraceLock", "check_target", "
 
 #: A recording does not start with less room than this on the trace's disk
 #: (the first commits, the write-ahead log, the reserve the writer keeps for
-#: saying the disk filled up: :data:`chatkit_trace.capture.writer.RESERVE_BYTES`).
+#: saying the disk filled up: :data:`chatkit_trace.capture._losses.RESERVE_BYTES`).
 MIN_FREE_BYTES = 4 * 1024 * 1024
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
