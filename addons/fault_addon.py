@@ -296,7 +296,7 @@ class Faults:
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         try:
             self._restore(flow)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a fault addon never fails the flow it rides on: said once
             self._once("responseheaders", err)
 
     def response(self, flow: http.HTTPFlow) -> None:
@@ -305,19 +305,19 @@ class Faults:
                 self._finish(flow)
             else:
                 self._restore(flow)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a fault addon never fails the flow it rides on: said once
             self._once("response", err)
 
     def error(self, flow: http.HTTPFlow) -> None:
         try:
             self._finish(flow)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a fault addon never fails the flow it rides on: said once
             self._once("error", err)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
         try:
             self._finish(flow)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a fault addon never fails the flow it rides on: said once
             self._once("websocket_end", err)
 
     # ------------------------------------------------------------------ log

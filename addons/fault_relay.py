@@ -306,7 +306,7 @@ class Relay:
                 {"error": f"the backend refused the WebSocket: {err.message}"},
                 status=err.status or 502,
             )
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - any upstream failure is the relay's 502, noted on the plan
             plan.notes["relay_error"] = f"{type(err).__name__}: {err}"
             return web.json_response(
                 {"error": f"chatkit-trace fault relay: the backend is unreachable: {err}"},
@@ -403,7 +403,7 @@ async def _read_ws(up: aiohttp.ClientWebSocketResponse, queue: asyncio.Queue[Any
         queue.put_nowait(END if up.close_code in (None, 1000, 1001) else RESET)
     except asyncio.CancelledError:
         raise
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - any upstream failure resets the client's socket, as a real proxy would
         queue.put_nowait(RESET)
 
 

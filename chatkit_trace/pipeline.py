@@ -657,7 +657,7 @@ class Replayer:
             return
         try:
             snap = self.adapter.protocol.decode_status(exchange.response_json(), s.session_id, run_id)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - adapter code: a status it cannot decode calibrates nothing
             return
         if snap is not None and s.core.run_view(run_id) is not None:
             s.core.calibrate_run(
@@ -921,7 +921,7 @@ class Replayer:
             return False
         try:
             return bool(self.adapter.protocol.event_known(value))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - adapter code: an event it cannot judge is not known
             return False
 
     def _limits(self, value: Any) -> tuple[str, ...]:
@@ -930,7 +930,7 @@ class Replayer:
         try:
             limits = self._event_limits(value)
             return limits if type(limits) is tuple else tuple(limits or ())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - adapter code: an event it cannot judge has no limits
             return ()
 
     def _history_limits(self, value: Any, session_id: str) -> tuple[str, ...]:
@@ -938,7 +938,7 @@ class Replayer:
             return ()
         try:
             return tuple(self.adapter.protocol.history_limits(value, session_id) or ())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - adapter code: history it cannot judge has no limits
             return ()
 
     def _identity(self, value: Any, *, strict: bool = False) -> EventIdentity | None:
@@ -946,7 +946,7 @@ class Replayer:
             return None
         try:
             return self._identify_event(value)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - adapter code: no identity, or strict says why
             if strict:
                 raise _IdentifyError(err) from None
             return None

@@ -294,7 +294,7 @@ class ChatRuntime:
         for task in list(self._tasks):
             try:
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - release: a reader's own failure was reported when it happened
                 pass
         self.core.dispose()
 
@@ -373,7 +373,7 @@ class ChatRuntime:
                 if "history" in self.adapter.functions:
                     try:
                         await self.refresh_history()
-                    except Exception as err:  # noqa: BLE001
+                    except Exception as err:  # noqa: BLE001 - adapter code: reported as an error fact, the runtime goes on (R3.4)
                         self._error("history", err)
         self._pump()
 
@@ -392,7 +392,7 @@ class ChatRuntime:
         if ok and "history" in self.adapter.functions:
             try:
                 await self.refresh_history()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - adapter code: reported as an error fact, the runtime goes on
                 self._error("history", err)
         self._pump()
 
@@ -404,7 +404,7 @@ class ChatRuntime:
             result = await fn(ResumeRequestArgs(self.session_id, req.run_id, req.event_id))
             if _is_response(result) and result.status >= 400:
                 raise HTTPStatusError(result.status)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - adapter code: a failed resume is a disconnection, reported
             self._error("resume", err)
             self.core.observe_connection(run_id=req.run_id, state="disconnected")
             return
@@ -423,7 +423,7 @@ class ChatRuntime:
             task.cancel()
             try:
                 await task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping a reader: its own failure was reported when it happened
                 pass
         self.core.abort_settled(run_id, True)
         view = self.core.run_view(run_id)
@@ -432,7 +432,7 @@ class ChatRuntime:
             if "history" in self.adapter.functions:
                 try:
                     await self.refresh_history()
-                except Exception as err:  # noqa: BLE001
+                except Exception as err:  # noqa: BLE001 - adapter code: reported as an error fact, the runtime goes on (R9.1)
                     self._error("history", err)
         self._pump()
 
@@ -461,5 +461,5 @@ class ChatRuntime:
                 self._pump()
         except asyncio.CancelledError:
             raise
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - adapter code: a failed subscription is reported, the runtime goes on
             self._error("subscribe", err)

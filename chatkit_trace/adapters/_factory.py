@@ -208,7 +208,7 @@ class SessionDecoder:
         if adapter.has_sequence:
             try:
                 seq = protocol.event_sequence(event)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - adapter code: an event without a readable sequence has none
                 seq = None
         eid = event_id if event_id is not None else fallback_id
         u = updates[0]
@@ -254,7 +254,7 @@ class SessionDecoder:
         if identity is None:
             try:
                 identity = self.adapter.protocol.identify_event(event)
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - adapter code: reported (report_error) and decoded as an error
                 self.adapter.report_error("identify", err)
                 return Decoded(error=f"{type(err).__name__}: {err}")
         if identity is None:

@@ -42,7 +42,7 @@ def register_protocol(name: str, factory: Callable[[], AdapterProtocol]) -> None
 def _entry_points() -> dict[str, Any]:
     try:
         return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - third-party packages' metadata: a broken one hides no built-in adapter
         return {}
 
 

@@ -111,7 +111,7 @@ class LiveDeriver:
             return
         try:
             self.adapter = profile.create_adapter()
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - adapter code: a profile that cannot build its adapter is a capture error, the recording goes on
             self._capture_error("derive", f"cannot build the adapter for profile {profile.name!r}: {err}")
             # Loud, once: every later command needs the adapter too (docs/recording.md).
             # (A warning: mitmdump exits on an error logged during its startup.)
@@ -180,7 +180,7 @@ class LiveDeriver:
         try:
             with self.store.reading():
                 names = self._deriver().together(names)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - adapter code: the session's group is a capture error, derivation goes on
             self._internal_error("derive", err)
         queued = {p.session_id: p for p in pending}
         done = 0
@@ -221,7 +221,7 @@ class LiveDeriver:
             try:
                 if p.seq:
                     store.write_derived({}, done=p)  # not retried until the session changes again
-            except Exception:  # noqa: BLE001, S110
+            except Exception:  # noqa: BLE001, S110 - nowhere left to store it: the error above is recorded
                 pass
             return
         if d.exchanges:
@@ -269,14 +269,14 @@ class LiveDeriver:
                 self.store.set_meta(
                     "derivation", {"mode": self.config.derive, "state": state, "frames": frames, "at": time.time()}
                 )
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a meta row that cannot be written never stops derivation
             self._internal_error("meta", err)
 
     def close(self) -> None:
         """Close the file: the last one out settles it (no -wal/-shm)."""
         try:
             self.store.close()
-        except Exception:  # noqa: BLE001, S110
+        except Exception:  # noqa: BLE001, S110 - closing at the stop: what could be committed is
             pass
 
     # ------------------------------------------------------------------ live spans (chatkit_otlp)
@@ -313,7 +313,7 @@ class LiveDeriver:
             counts = spans.finish()
             with self.store.transaction():
                 self.store.set_meta("otlp", counts)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - the span exporter is a third party: its failure is a capture error
             self._internal_error("otlp", err)
 
     # ------------------------------------------------------------------ log lines and marks
@@ -517,7 +517,7 @@ def serve(inp: int, out: int, terminated: list[bool] | None = None) -> int:
             got, ended = read_some(inp, unpacker, POLL)
             pending += got
         state = live.finish() if not live.stop_requested else _stopped(live)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - the deriver's last word: whatever failed, the state says incomplete
         live._internal_error("loop", err)
         state = {"state": "incomplete"}
     live.close()

@@ -104,7 +104,7 @@ def _history_ok(protocol: Any, body: Any) -> bool:
         return False
     try:
         protocol.decode_history(body, "s")
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - adapter code on a guess: a protocol that cannot decode it is no match
         return False
     return True
 
@@ -128,14 +128,14 @@ def guess_profile(exchanges: Iterable[Any], *, exclude: str | None = None) -> Gu
             continue
         try:
             prof = _preset(name)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a guess: a preset that does not load is skipped
             continue
         streamed = understood = total = 0
         protocol = None
         for ex in exs:
             try:
                 m = prof.match(ex.method, ex.url, ex.request_headers, ex.request_body)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a guess: a route that cannot match this exchange is no match
                 m = None
             if m is None:
                 continue
@@ -146,7 +146,7 @@ def guess_profile(exchanges: Iterable[Any], *, exclude: str | None = None) -> Gu
             if protocol is None:
                 try:
                     protocol = load_protocol(prof.protocol)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - a guess: a protocol that does not load understands nothing
                     protocol = None
             understood += _known_events(protocol, frames)
             if m.capability == "history" and hasattr(ex, "response_json"):

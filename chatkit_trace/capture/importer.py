@@ -596,7 +596,7 @@ def run(args: argparse.Namespace) -> int:
         if store is not None:
             try:
                 store.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing after a failure: the error that got here is the one to say
                 pass
         _remove(tmp)
     if result.unmatched:

@@ -469,7 +469,7 @@ class Link:
             if gone["unrecorded"]:
                 logger.warning(f"chatkit-trace: {gone['unrecorded']} exchange(s) passed through the proxy after the writer "
                                f"process {gone['reason']} and are not in {self.config.db} (the trace says so: CK702)")
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - the stop goes on: the gap's mark is best effort, said in one line
             logger.warning(f"chatkit-trace: could not complete the recording's gap in {self.config.db}: {err}")
         finally:
             if self._lock is not None:
@@ -597,7 +597,7 @@ class Link:
                 with store.transaction():
                     store.set_meta("derivation", state)
             self.derivation = state
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - the stop goes on: the derivation state is best effort, said in one line
             logger.warning(f"chatkit-trace: could not record the derivation state in {self.config.db}: {err}")
 
     def _wait(self, role: str, timeout: float) -> bool:
@@ -652,7 +652,7 @@ class Link:
             from ..store import TraceStore
 
             TraceStore(db).close()
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - the stop goes on: settling the file is best effort, said in one line
             logger.warning(f"chatkit-trace: could not settle {db}: {err}")
 
     @staticmethod

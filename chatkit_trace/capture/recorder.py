@@ -442,7 +442,7 @@ class Recorder:
         if writer is not None:
             try:
                 writer.stop()
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - the proxy's stop: a failed flush is said in one line, mitmproxy stops anyway
                 logger.warning(f"chatkit-trace: error while flushing the recording: {err}")
 
     # ------------------------------------------------------------------ errors
@@ -504,7 +504,7 @@ class Recorder:
         try:
             self._hook_check()
             self._queue_request(w, flow)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("requestheaders", err, flow.id)
 
     def request(self, flow: http.HTTPFlow) -> None:
@@ -517,7 +517,7 @@ class Recorder:
             self._queue_request(w, flow)
             req = flow.request
             w.put(RequestBody(flow.id, req.raw_content, req.headers.get("content-encoding"), bool(req.stream)))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("request", err, flow.id)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -540,7 +540,7 @@ class Recorder:
                 self._streamed[flow.id] = tap
             self._headed.add(flow.id)
             w.put(ResponseHead(flow.id, resp.timestamp_start or time.time(), resp.status_code, resp.headers.fields, transport))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("responseheaders", err, flow.id)
 
     def _queue_head(self, w: Link, flow: http.HTTPFlow) -> None:
@@ -566,7 +566,7 @@ class Recorder:
             body = None if tap is not None or resp is None else resp.raw_content
             t = (resp.timestamp_end if resp is not None else None) or time.time()
             w.put(End(flow.id, t, "complete", None, body, _addon_notes(flow), _dropped(tap)))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("response", err, flow.id)
         finally:
             self._started.discard(flow.id)
@@ -589,7 +589,7 @@ class Recorder:
             if resp is not None and tap is None and resp.raw_content:
                 body = resp.raw_content
             w.put(End(flow.id, time.time(), kind, message, body, _addon_notes(flow), _dropped(tap)))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("error", err, flow.id)
         finally:
             self._started.discard(flow.id)
@@ -605,7 +605,7 @@ class Recorder:
             self._hook_check()
             self._queue_request(w, flow)
             self._started.add(flow.id)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("websocket_start", err, flow.id)
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
@@ -625,7 +625,7 @@ class Recorder:
                     tap = self._streamed[flow.id] = _Tap(flow.id, w, self, None)
                 tap.dropped += 1
                 tap.dropped_bytes += len(msg.content)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("websocket_message", err, flow.id)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
@@ -644,7 +644,7 @@ class Recorder:
             t = (ws.timestamp_end if ws is not None else None) or time.time()
             notes.update(_addon_notes(flow) or {})
             w.put(End(flow.id, t, end, error, None, notes, _dropped(self._streamed.pop(flow.id, None))))
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - a recorder never fails a flow: the error is recorded (CK702), the traffic goes on
             self._failed("websocket_end", err, flow.id)
         finally:
             self._started.discard(flow.id)
@@ -768,6 +768,6 @@ def _mitmproxy_version() -> str:
         from mitmproxy.version import VERSION
 
         return VERSION
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a version string for the meta: never a reason not to record
         return "unknown"
 

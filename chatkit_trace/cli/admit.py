@@ -450,12 +450,12 @@ class _Driver:
         d = line.data
         try:
             out = self._call(line.op, d)
-        except Exception as err:  # a misuse the Core raises on: never a traceback
+        except Exception as err:  # noqa: BLE001 - a misuse the Core raises on: never a traceback
             text = str(err)
             out = ("error", None, None, f"{type(err).__name__}: {text}" if text else type(err).__name__, None)
         try:
             self.drain()
-        except Exception as err:  # pragma: no cover - the Core refused its own request
+        except Exception as err:  # noqa: BLE001 - the Core refused its own request  # pragma: no cover
             out = ("error", None, None, f"{type(err).__name__}: {err}", None)
         result, reason, rule, error, detail = out
         return LineResult(line.number, line.op, result, reason, rule, error, detail, d.get("run"), line.expect)

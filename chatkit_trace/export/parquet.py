@@ -189,7 +189,7 @@ class _Table:
         for w in self.writers.values():
             try:
                 w.close()
-            except Exception:  # noqa: BLE001, S110
+            except Exception:  # noqa: BLE001, S110 - discarding: a writer that fails to close is removed with its file
                 pass
         for tmp, _ in self.paths.values():
             tmp.unlink(missing_ok=True)

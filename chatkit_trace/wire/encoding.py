@@ -79,7 +79,7 @@ class _Base:
         out: list[bytes] = []
         try:
             self._decode(chunk, out)
-        except Exception as exc:  # zlib.error, brotli.error, ZstdError, ...
+        except Exception as exc:  # noqa: BLE001 - a codec's own errors (zlib.error, brotli.error, ZstdError ...) share no base: the stream is corrupt
             where = f"encoded bytes {start}..{self.consumed}"
             self._fail(out, f"corrupt {self.coding} data in {where}: {exc}")
         return self._count(out)
@@ -90,7 +90,7 @@ class _Base:
         out: list[bytes] = []
         try:
             self._flush(out)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a codec's own errors share no base: the stream is corrupt
             self._fail(out, f"corrupt {self.coding} data at the end of the stream: {exc}")
         if self.error is None and self.consumed and not self._finished():
             self._fail(out, f"the {self.coding} stream ended before its end marker (truncated)")
