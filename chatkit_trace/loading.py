@@ -224,7 +224,7 @@ def open_trace(path: str | Path, *, profile: str | None = None, writable: bool =
                 store, temporary = copy, True
             reclassify(store, route_profile)
             reclassified = True
-        adapter, caps, name = resolve_adapter(profile, store.meta())
+        adapter, caps, name = resolve_adapter(profile, store.meta(), loaded=route_profile)
     except BaseException:
         LoadedTrace(p, store, None, frozenset(), None, "db", temporary=temporary).close()  # type: ignore[arg-type]
         raise

@@ -110,7 +110,7 @@ class Identity:
         ex = st.ex
         raw: Any = SimpleNamespace(method=ex.method, url=st.raw_url, request_headers=st.raw_headers,
                                    request_body=st.request_body, frames=(), transport=ex.transport)
-        profile = getattr(rec.config.profile, "name", None)
+        profile = rec.config.profile.name if rec.config.profile is not None else None
         guess = guess_profile([raw], exclude=profile)
         hint = unmatched_hint(profile, describe_routes([raw], counts=False), guess)
         later = f" --profile {guess.profiles[0]}" if len(guess.profiles) == 1 else " --profile …"

@@ -38,10 +38,7 @@ class Rows:
             store.set_meta("profile", profile.name)
             store.set_meta("protocol", profile.protocol)
             store.set_meta("capabilities", list(profile.capabilities))
-            try:
-                store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
-            except Exception:  # noqa: BLE001, S110 - a profile object without pydantic: the name suffices
-                pass
+            store.set_meta("profile_spec", profile.model_dump(mode="json", by_alias=True))
         store.set_meta("redaction", "off" if self.rec.redactor is None else "on")
         store.set_meta("source", {"kind": "record", **config.recorder_meta})
         if config.derive == "off":

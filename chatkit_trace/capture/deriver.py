@@ -196,7 +196,8 @@ class LiveDeriver:
         one per session, made inside that session's snapshot)."""
         from ..derive import Deriver
 
-        return Deriver(self.store, self.adapter, capabilities=getattr(self.config.profile, "capabilities", None))
+        profile = self.config.profile
+        return Deriver(self.store, self.adapter, capabilities=profile.capabilities if profile is not None else None)
 
     def _derive_one(self, p: Any, *, final: bool) -> None:
         store = self.store

@@ -366,8 +366,8 @@ class Recorder:
             raise exceptions.OptionsError("; ".join(errors))
         self._redactor = redactor
         meta = {
-            "profile": getattr(profile, "name", None),
-            "protocol": getattr(profile, "protocol", None),
+            "profile": profile.name if profile is not None else None,
+            "protocol": profile.protocol if profile is not None else None,
             "redaction": "off" if redactor is None else ("on" + (f" + {', '.join(extra)}" if extra else "")),
             "mitmproxy": _mitmproxy_version(),
             "pid": os.getpid(),

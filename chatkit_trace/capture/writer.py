@@ -63,6 +63,7 @@ from typing import Any
 
 from ..route import EVENT_ID_TRIES as _EVENT_ID_TRIES
 from ..route import make_redactor
+from ..route.profiles import Profile
 from ..wire import DEFAULT_MAX_LINE
 from ._caps import Caps
 from ._identity import Identity
@@ -125,7 +126,7 @@ class WriterConfig:
     """What the writer needs from the options (``Recorder.configure`` builds it)."""
 
     db: str
-    profile: Any = None  # a route.profiles.Profile, or None: record without identity
+    profile: Profile | None = None  # loaded once from chatkit_profile; None: record without identity
     redact: str = ""  # chatkit_redact: extra names, comma-separated
     keep_secrets: bool = False  # chatkit_keep_secrets
     queue_limit: int = 20000

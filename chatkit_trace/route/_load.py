@@ -9,7 +9,7 @@ import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -19,7 +19,7 @@ from ._profile import ALL_STREAMS_ROUTE, PRESET_DIR, PRESETS, Profile
 if TYPE_CHECKING:
     from ..adapters import Adapter
 
-__all__ = ["available_presets", "load_profile", "parse_profile", "resolve_adapter"]
+__all__ = ["ResolvedProfile", "available_presets", "load_profile", "parse_profile", "resolve_adapter"]
 
 def available_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
@@ -274,9 +274,23 @@ def load_profile(name_or_path: str, overrides: str | None = None) -> Profile:
 
 # -- a trace's adapter -------------------------------------------------------------------
 
-def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter, frozenset[str], str | None]:
+class ResolvedProfile(NamedTuple):
+    """What a trace is decoded with, resolved once at the edge from ``--profile``
+    and the trace's meta (:func:`resolve_adapter`); a tuple, so the callers
+    that unpack it positionally read the same three values."""
+
+    adapter: Adapter
+    #: the Core's capabilities, ``run`` included
+    capabilities: frozenset[str]
+    #: the profile's name (or the adapter's spec), None when the trace names none
+    name: str | None
+
+
+def resolve_adapter(profile: str | None, meta: dict[str, Any], *, loaded: Profile | None = None) -> ResolvedProfile:
     """The adapter and Core capabilities for a trace (``profile`` overrides the meta).
 
+    ``loaded`` is ``profile`` already loaded (:func:`load_profile`) by a
+    caller that needed it too: it is not loaded twice.
     ``chatkit_trace.loading.resolve_adapter`` is this function (its old home)."""
     from ..adapters import create_adapter, load_protocol
 
@@ -291,7 +305,7 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
         name = name or last.get("profile")
     if profile is not None:
         try:
-            prof = load_profile(profile)
+            prof = loaded if loaded is not None else load_profile(profile)
             protocol_name, name = prof.protocol, prof.name
             if prof.adapter_spec is None or not caps:
                 caps = sorted(prof.capabilities)
@@ -309,4 +323,4 @@ def resolve_adapter(profile: str | None, meta: dict[str, Any]) -> tuple[Adapter,
     capabilities = frozenset(caps) if caps else frozenset({"abort", "history", "resume", "subscribe", "regenerate", "edit"})
     wanted: dict[str, Any] = {c: True for c in capabilities if c != "run"}
     adapter = create_adapter(protocol, **wanted)
-    return adapter, capabilities | {"run"}, name
+    return ResolvedProfile(adapter, capabilities | {"run"}, name)

@@ -26,7 +26,7 @@ percent-decoded.
 
 from ..core import CORE_CAPABILITIES
 from ..errors import ProfileError
-from ._load import available_presets, load_profile, parse_profile, resolve_adapter
+from ._load import ResolvedProfile, available_presets, load_profile, parse_profile, resolve_adapter
 from ._messages import Command, MessageRules, message_rules
 from ._profile import ALL_STREAMS_ROUTE, PRESET_DIR, PRESETS, Profile, RedactConfig
 from ._routes import CAPABILITIES, MESSAGE_COMMANDS, Condition, MessageRule, Route, Source, compile_path
@@ -46,6 +46,7 @@ __all__ = [
     "PRESETS",
     "PRESET_DIR",
     "RedactConfig",
+    "ResolvedProfile",
     "Route",
     "Source",
     "available_presets",
