@@ -24,6 +24,10 @@ SQLite file and does the rest::
 Storing raw frames never waits for derivation: when the deriver falls
 behind, frames are stored all the same and the queue says what is left.
 
+This module is the thread (lock, open, batch loop, stop); each step of a
+batch is a part of its own module over one shared state (:mod:`._recording`
+lists them: traffic, identity, scrub, losses, caps, rows).
+
 Messages are the typed :data:`~._messages.ToWriter` union (the loop side
 builds them, see ``Recorder``), each handled by the one method its type
 names in :attr:`Writer.handlers`: :class:`~._messages.Request` (request
