@@ -195,9 +195,8 @@ def _rpc_method(body: Any) -> str | None:
         doc = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if isinstance(doc, dict) and "jsonrpc" in doc and isinstance(doc.get("method"), str):
-        return doc["method"][:60]
-    return None
+    method = doc.get("method") if isinstance(doc, dict) and "jsonrpc" in doc else None
+    return method[:60] if isinstance(method, str) else None
 
 
 def _path(url: str) -> str:
