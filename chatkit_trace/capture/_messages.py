@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import msgspec
 
 if TYPE_CHECKING:
-    from .writer import WriterConfig
+    from ._config import WriterConfig
 
 __all__ = [
     "Chunk",

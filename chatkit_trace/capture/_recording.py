@@ -29,7 +29,7 @@ from ._lines import install
 from ._messages import Log, ToProxy
 
 if TYPE_CHECKING:
-    from .writer import WriterConfig
+    from ._config import WriterConfig
 
 __all__ = ["Flow", "Recording", "Tuning"]
 

@@ -14,7 +14,7 @@ from ._recording import Recording
 from ._scrub import Scrub
 
 if TYPE_CHECKING:
-    from .writer import WriterConfig
+    from ._config import WriterConfig
 
 __all__ = ["Rows"]
 
