@@ -287,7 +287,7 @@ class ViewerApp(App[None]):
         """A stream without an end: the recorder may still be writing (do not write into it)."""
         try:
             open_stream = self.data.has_open_stream()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a trace that cannot be read now is treated as live: never written into
             return True
         return open_stream or self.live or self.data.recording_pid() is not None
 

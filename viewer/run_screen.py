@@ -87,7 +87,7 @@ def _fact_json(f: Any) -> dict[str, Any]:
     try:
         data: dict[str, Any] = f.to_json()
         return data
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - an adapter's fact that cannot say itself as JSON is shown by its kind
         return {"kind": getattr(f, "kind", "?")}
 
 
