@@ -133,8 +133,6 @@ def test_the_length_check_sees_a_long_function_and_its_reason():
 #: a blind catch (``except Exception``) stands only with its reason:
 #: ``# noqa: BLE001 - <why nothing narrower will do>`` (ruff's BLE is on; decision 336)
 BLIND = re.compile(r"#\s*noqa:\s*(?P<codes>[A-Z0-9, ]*BLE001[A-Z0-9, ]*)(?P<rest>.*)$")
-#: where the rule waits for the views move (issue 35): pyproject's per-file-ignores say the same
-BLIND_LATER = ("viewer/", "chatkit_trace/viewer/", "chatkit_trace/views/", "chatkit_trace/report/")
 
 
 def _unexplained_blind_catches(source: str) -> list[int]:
@@ -156,8 +154,6 @@ def test_every_blind_catch_says_why():
     for top in LINTED:
         for path in sorted((ROOT / top).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(BLIND_LATER):
-                continue
             found += [f"{rel}:{n}" for n in _unexplained_blind_catches(path.read_text())]
     assert not found, "a `noqa: BLE001` without its reason (`# noqa: BLE001 - why`):\n" + "\n".join(found)
 
