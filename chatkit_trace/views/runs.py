@@ -91,9 +91,13 @@ def _run(
     first_at: float | None,
     last_at: float | None,
     found: Tally | None,
+    created_ms: float | None = None,
     **values: Any,
 ) -> RunInfo:
-    """A line of the run list: the one place its status, duration and counts are decided."""
+    """A line of the run list: the one place its status, duration and counts are decided.
+
+    ``created_ms``: when the Core made the run (ms), the start shown when no
+    exchange dates it (the duration stays unknown then)."""
     found = found or _NONE
     return RunInfo(
         session_id,
@@ -107,7 +111,7 @@ def _run(
         warnings=found.warning,
         infos=found.info,
         codes=tuple(sorted(found.codes)),
-        first_at=first_at,
+        first_at=first_at if first_at is not None or created_ms is None else created_ms / 1000.0,
         core_status=status,
         **values,
     )
@@ -116,7 +120,7 @@ def _run(
 def from_summary(summary: RunSummary, found: Tally | None = None) -> RunInfo:
     """A run of a replay (``runs``, the report)."""
     view, rec = summary.view, summary.record
-    info = _run(
+    return _run(
         summary.session_id,
         view.id,
         view.status,
@@ -124,6 +128,7 @@ def from_summary(summary: RunSummary, found: Tally | None = None) -> RunInfo:
         summary.started_at,
         summary.ended_at,
         found,
+        view.created_at or 0,
         origin=view.origin,
         phase=view.phase,
         frames=len(summary.frame_times),
@@ -135,14 +140,11 @@ def from_summary(summary: RunSummary, found: Tally | None = None) -> RunInfo:
         error=view.error.to_json() if view.error else None,
         interrupt_reason=view.interrupt_reason,
     )
-    if info.first_at is None:
-        info.first_at = (view.created_at or 0) / 1000.0
-    return info
 
 
 def from_row(row: RunRow, found: Tally | None = None) -> RunInfo:
     """A stored row of the derived ``runs`` table (the viewer)."""
-    info = _run(
+    return _run(
         row.session_id,
         row.run_id,
         row.status,
@@ -150,6 +152,7 @@ def from_row(row: RunRow, found: Tally | None = None) -> RunInfo:
         row.first_at,
         row.last_at,
         found,
+        row.created_at or 0,
         origin=row.origin,
         phase=row.phase,
         frames=row.frames or 0,
@@ -161,9 +164,6 @@ def from_row(row: RunRow, found: Tally | None = None) -> RunInfo:
         error=loads_json(row.error),
         interrupt_reason=row.interrupt_reason,
     )
-    if info.first_at is None:
-        info.first_at = (row.created_at or 0) / 1000.0
-    return info
 
 
 def not_started(
